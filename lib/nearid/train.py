@@ -1,0 +1,83 @@
+"""One seeded training loop for every model in the book.
+
+Models implement ``loss(batch) -> (loss_tensor, logs_dict)``; the loop owns batching,
+the optimiser (AdamW, so weight decay is decoupled and means the same for every model),
+the device, and an optional tqdm bar (off inside notebooks: the runner shows progress).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+
+@dataclass
+class TrainResult:
+    """What a training run leaves behind besides the weights."""
+
+    losses: list[float] = field(default_factory=list)  # mean loss per epoch
+    seconds: float = 0.0
+
+
+def _as_tensor(X) -> torch.Tensor:
+    if isinstance(X, torch.Tensor):
+        return X.float()
+    return torch.as_tensor(np.asarray(X), dtype=torch.float32)
+
+
+def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 1e-3,
+        weight_decay: float = 0.0, seed: int = 0, device: str | torch.device = "cpu",
+        y=None, progress: bool = False, grad_clip: float | None = None) -> TrainResult:
+    """Train ``model`` on ``X`` (and labels ``y``) by minimising ``model.loss(batch)``.
+
+    Shuffling uses its own generator seeded by ``seed``, so the run is reproducible on CPU
+    whatever else touched the global RNGs.
+    """
+    if epochs < 0 or batch_size < 1:
+        raise ValueError(f"need epochs >= 0 and batch_size >= 1, got {epochs}, {batch_size}")
+    device = torch.device(device)
+    X = _as_tensor(X)
+    Y = None if y is None else torch.as_tensor(np.asarray(y))
+    if Y is not None and len(Y) != len(X):
+        raise ValueError(f"X and y differ in length: {len(X)} vs {len(Y)}")
+    model.to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    gen = torch.Generator().manual_seed(seed)
+    result = TrainResult()
+    start = time.perf_counter()
+    epoch_iter = range(epochs)
+    if progress:
+        from tqdm.auto import tqdm
+        epoch_iter = tqdm(epoch_iter, desc=type(model).__name__, leave=False)
+    n = len(X)
+    for _ in epoch_iter:
+        order = torch.randperm(n, generator=gen)
+        total, count = 0.0, 0
+        for i in range(0, n, batch_size):
+            idx = order[i:i + batch_size]
+            xb = X[idx].to(device)
+            batch = xb if Y is None else (xb, Y[idx].to(device))
+            loss, _ = model.loss(batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if grad_clip:
+                nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            opt.step()
+            total += float(loss.detach()) * len(idx)
+            count += len(idx)
+        result.losses.append(total / max(count, 1))
+    result.seconds = time.perf_counter() - start
+    model.eval()
+    return result
+
+
+@torch.no_grad()
+def predict(fn, X, batch_size: int = 1024, device: str | torch.device = "cpu") -> np.ndarray:
+    """Apply ``fn`` (e.g. ``model.encode``) in batches without gradients; returns numpy."""
+    X = _as_tensor(X)
+    outs = [fn(X[i:i + batch_size].to(device)).detach().cpu() for i in range(0, len(X), batch_size)]
+    return torch.cat(outs).numpy().astype(np.float64)

@@ -1,0 +1,23 @@
+"""Shared fixtures: the repository root, and MNIST provisioned once per session."""
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def mnist_root(root) -> Path:
+    """The project's data folder, provisioned (idempotent) so chapters and tests can read MNIST."""
+    from nearid.data.mnist import provision_mnist
+    from nearid.data.text import provision_shakespeare
+
+    provision_mnist(root / "data")
+    provision_shakespeare(root / "data")
+    return root / "data"
