@@ -196,16 +196,40 @@ class ICAAlignment(_Alignment):
     Only the matching of components (Hungarian on |correlation|) and their signs use the
     pairing of rows; no map is regressed. The matched A components are sent back into B's
     space through B's ICA mixing.
+
+    Each side keeps as many components as its numerical rank (dead ReLU units or other
+    constant directions would make whitening divide by zero), capped at ``max_components``
+    (None = no cap): wide embeddings are then whitened onto their leading principal
+    components, and B's remaining directions are predicted by their mean. ``max_rows``
+    fits the two ICAs on a seeded random subset of at most that many rows, which bounds the
+    cost of FastICA's iterations for very many rows (None = all rows).
     """
 
-    def __init__(self, random_state: int | None = 0, max_iter: int = 1000):
+    def __init__(self, random_state: int | None = 0, max_iter: int = 1000,
+                 max_components: int | None = None, max_rows: int | None = None):
         self.random_state = random_state
         self.max_iter = max_iter
+        self.max_components = max_components
+        self.max_rows = max_rows
+
+    def _components(self, X: np.ndarray) -> int:
+        Xc = X - X.mean(0)
+        s = np.linalg.svd(Xc, compute_uv=False)
+        rank = int((s > s[0] * max(Xc.shape) * 1e-10).sum()) if s[0] > 0 else 0
+        if rank == 0:
+            raise ValueError("an embedding is constant on the fit rows: nothing to whiten")
+        return rank if self.max_components is None else min(rank, self.max_components)
 
     def fit(self, A, B) -> "ICAAlignment":
         A, B = check_pair(A, B, min_rows=3)
-        self.ica_A_ = WhitenedICA(random_state=self.random_state, max_iter=self.max_iter).fit(A)
-        self.ica_B_ = WhitenedICA(random_state=self.random_state, max_iter=self.max_iter).fit(B)
+        if self.max_rows is not None and A.shape[0] > self.max_rows:
+            rows = np.sort(np.random.default_rng(self.random_state).choice(
+                A.shape[0], self.max_rows, replace=False))
+            A, B = A[rows], B[rows]
+        self.ica_A_ = WhitenedICA(n_components=self._components(A), random_state=self.random_state,
+                                  max_iter=self.max_iter).fit(A)
+        self.ica_B_ = WhitenedICA(n_components=self._components(B), random_state=self.random_state,
+                                  max_iter=self.max_iter).fit(B)
         SA, SB = self.ica_A_.transform(A), self.ica_B_.transform(B)
         self.matching_ = SignedPermutationAlignment(scale=False).fit(SA, SB)
         self.n_features_in_ = A.shape[1]
@@ -216,8 +240,8 @@ class ICAAlignment(_Alignment):
         return self.ica_B_.inverse_transform(self.matching_.transform(SA))
 
 
-def make_alignment(family: str, random_state: int | None = 0) -> _Alignment:
-    """A fresh estimator for one of :data:`FAMILIES`."""
+def make_alignment(family: str, random_state: int | None = 0, **ica_params) -> _Alignment:
+    """A fresh estimator for one of :data:`FAMILIES` (``ica_params`` go to ICAAlignment)."""
     if family == "permutation":
         return SignedPermutationAlignment()
     if family == "rigid":
@@ -225,7 +249,7 @@ def make_alignment(family: str, random_state: int | None = 0) -> _Alignment:
     if family == "linear":
         return LinearAlignment()
     if family == "ica":
-        return ICAAlignment(random_state=random_state)
+        return ICAAlignment(random_state=random_state, **ica_params)
     raise ValueError(f"unknown family {family!r}; valid: {', '.join(FAMILIES)}")
 
 
@@ -249,12 +273,14 @@ def linear_cka(X, Y) -> float:
 
 
 def alignment_table(A, B, fit_fraction: float = 0.5, seed: int = 0,
-                    families=FAMILIES) -> dict[str, float]:
+                    families=FAMILIES, ica_max_components: int | None = None,
+                    ica_max_rows: int | None = None, ica_max_iter: int = 1000) -> dict[str, float]:
     """Fit every family on a random fit split, report errors on the held-out rest.
 
     Returns a dict with one normalised error per family, ``ica_efficiency`` (when
     permutation, rigid and ica were computed), linear ``cka`` on the evaluation rows, and the
-    split sizes ``n_fit`` and ``n_eval``.
+    split sizes ``n_fit`` and ``n_eval``. The ``ica_*`` arguments bound the cost of the ICA
+    family on wide or long inputs (see :class:`ICAAlignment`); None = no bound.
     """
     A, B = check_pair(A, B)
     if not 0 < fit_fraction < 1:
@@ -271,7 +297,9 @@ def alignment_table(A, B, fit_fraction: float = 0.5, seed: int = 0,
     diameter = latent_diameter(B[eval_idx])
     out: dict[str, float] = {}
     for family in families:
-        est = make_alignment(family, random_state=seed).fit(A[fit_idx], B[fit_idx])
+        ica_params = dict(max_components=ica_max_components, max_rows=ica_max_rows,
+                          max_iter=ica_max_iter) if family == "ica" else {}
+        est = make_alignment(family, random_state=seed, **ica_params).fit(A[fit_idx], B[fit_idx])
         out[family] = est.score(A[eval_idx], B[eval_idx], diameter=diameter)
     if {"permutation", "rigid", "ica"} <= set(out):
         out["ica_efficiency"] = ica_efficiency(out["permutation"], out["rigid"], out["ica"])

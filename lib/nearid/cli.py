@@ -30,10 +30,10 @@ def _cmd_run(args) -> int:
     from nearid import profiles, runner
 
     overrides = dict(profiles.parse_override(p) for p in args.param)
-    results = runner.run_chapter(args.chapter, profile=args.profile, overrides=overrides,
-                                 force=args.force)
     root = runner.find_root()
     ch = runner.get_chapter(args.chapter, root)
+    results = runner.run_chapter(ch.key, profile=args.profile, overrides=overrides,
+                                 force=args.force, root=root)
     runner.write_run_report(runner.default_out_dir(root))
     print(f"{ch.key}: book/executed/{ch.key}.ipynb and {ch.key}.json")
     if args.json:

@@ -13,8 +13,14 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from nearid.align import (FAMILIES, RigidAlignment, SignedPermutationAlignment, alignment_table,
-                          check_pair, latent_diameter, mean_corr_coef)
+from nearid.align import (
+    FAMILIES,
+    SignedPermutationAlignment,
+    alignment_table,
+    check_pair,
+    latent_diameter,
+    mean_corr_coef,
+)
 from nearid.ica import WhitenedICA
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import matplotlib as mpl
-import matplotlib.pyplot as plt
 import seaborn as sns
 
 PAPER_COLOR = "0.35"

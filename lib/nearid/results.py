@@ -43,6 +43,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; outputs are meant to be read
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -62,3 +63,17 @@ def save(results_path: str | os.PathLike | None, payload: dict[str, Any],
     if results_path:
         atomic_write_text(results_path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return doc
+
+
+def glue(name: str, value: Any) -> Any:
+    """``myst_nb.glue`` for prose numbers, with numpy scalars turned into Python ones.
+
+    myst-nb formats ``{glue:text}`key:.3f``` from the value's text repr, and numpy 2's repr
+    (``np.float64(0.5)``) cannot be parsed back as a number: always glue through here.
+    """
+    from myst_nb import glue as _glue
+
+    if isinstance(value, np.generic):
+        value = value.item()
+    _glue(name, value, display=False)
+    return value

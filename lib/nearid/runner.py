@@ -65,18 +65,21 @@ def find_root(start: str | os.PathLike | None = None) -> Path:
                             "here or above); cd into the repository or set NEARID_ROOT")
 
 
-def list_chapters(root: Path | None = None) -> list[Chapter]:
+def list_chapters(root: Path | None = None, strict: bool = True) -> list[Chapter]:
+    """Every ``notebooks/NN_slug.py``; ``strict`` makes a chapter without parameters an error."""
     root = root or find_root()
     found = []
     for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.py")):
         if path.stem not in profiles.CHAPTERS:
-            raise KeyError(f"{path} has no parameter block in nearid.profiles.CHAPTERS")
+            if strict:
+                raise KeyError(f"{path} has no parameter block in nearid.profiles.CHAPTERS")
+            continue
         found.append(Chapter(path.stem, path))
     return found
 
 
 def get_chapter(name: str, root: Path | None = None) -> Chapter:
-    chapters = list_chapters(root)
+    chapters = list_chapters(root, strict=False)
     for ch in chapters:
         if name in (ch.key, ch.number):
             return ch

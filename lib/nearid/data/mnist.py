@@ -19,8 +19,6 @@ from pathlib import Path
 
 import numpy as np
 
-
-
 # MD5 of the uncompressed IDX files. train-images is checked against the official file's
 # published checksum; the other three were computed from this conversion and pin it.
 MNIST_MD5 = {
