@@ -33,7 +33,7 @@ profile = "quick"
 overrides = {}
 results_path = None
 
-# %% tags=["remove-cell"]
+# %% tags=["hide-input"]
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
@@ -114,7 +114,7 @@ noise = identifiability.rigid_residuals(Z, Z @ R, P.noise_levels, seed=P.seed)
 clean = noise[noise.noise == 0].set_index("family").error
 clean
 
-# %%
+# %% tags=["hide-input"]
 glue("rot_perm", clean["permutation"])
 glue("rot_rigid", clean["rigid"])
 glue("rot_linear", clean["linear"])
@@ -180,7 +180,7 @@ plt.show()
 # range from heavy-tailed (Laplace, generalised normal with shape 1.5) through light-tailed
 # (shape 2.5, uniform) to Gaussian, the one case ICA cannot resolve.
 
-# %%
+# %% tags=["hide-input"]
 sweep = identifiability.ica_amari_sweep(P.ica_sample_sizes, P.ica_sources, P.ica_dim,
                                         P.ica_repeats, seed=P.seed)
 fig, ax = plt.subplots(figsize=(6.4, 4.0))

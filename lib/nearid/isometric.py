@@ -60,8 +60,8 @@ def run_isometric_sweep(deltas, seeds: int, latent_dim: int, observed_dim: int, 
             model_rows.append({"delta": delta, "seed": s, "bilipschitz": bilip, "train_loss": loss,
                                "test_mse": recon, "seconds": secs, **scores})
             codes.append(Z)
-            log(f"delta={delta:.2f} seed={s}: test MSE {recon:.2e}, rigid error to u "
-                f"{scores['rigid_error']:.3f}, MCC after ICA {scores['mcc_ica']:.3f} ({secs:.1f} s)")
+            log(f"delta={delta:.2f} seed={s}: MSE {recon:.1e}, rigid to u {scores['rigid_error']:.3f}, "
+                f"MCC+ICA {scores['mcc_ica']:.3f}")
         pairs = statistical_errors(codes, seed=seed)
         pairs.insert(0, "delta", delta)
         pair_frames.append(pairs)

@@ -52,8 +52,11 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def save(results_path: str | os.PathLike | None, payload: dict[str, Any],
-         params: dict[str, Any] | None = None, profile: str | None = None) -> dict[str, Any]:
-    """Write ``payload`` (plus ``profile`` and ``params``) as JSON; None path = no file."""
+         params: dict[str, Any] | None = None, profile: str | None = None) -> None:
+    """Write ``payload`` (plus ``profile`` and ``params``) as JSON; None path = no file.
+
+    Returns nothing, so that a chapter's last cell does not print the whole payload.
+    """
     doc = dict(payload)
     if profile is not None:
         doc.setdefault("profile", profile)
@@ -62,10 +65,9 @@ def save(results_path: str | os.PathLike | None, payload: dict[str, Any],
     doc = to_jsonable(doc)
     if results_path:
         atomic_write_text(results_path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    return doc
 
 
-def glue(name: str, value: Any) -> Any:
+def glue(name: str, value: Any) -> None:
     """``myst_nb.glue`` for prose numbers, with numpy scalars turned into Python ones.
 
     myst-nb formats ``{glue:text}`key:.3f``` from the value's text repr, and numpy 2's repr
@@ -76,4 +78,3 @@ def glue(name: str, value: Any) -> Any:
     if isinstance(value, np.generic):
         value = value.item()
     _glue(name, value, display=False)
-    return value

@@ -152,6 +152,27 @@ def _failing_cell(nb_path: Path) -> int | None:
     return None
 
 
+def _annotate_parameters(nb_path: Path, chapter: Chapter, profile: str, overrides: dict) -> None:
+    """Hide papermill's injected cell (it holds a temporary path) and say how the page ran."""
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
+            ov = " ".join(f"-p {k}={v!r}" for k, v in overrides.items())
+            text = (f"```{{note}}\nThis page was executed with the **{profile}** profile"
+                    f"{' and overrides ' + ', '.join(f'`{k}={v!r}`' for k, v in overrides.items()) if overrides else ''}"
+                    f". To rerun it: `nearid run {chapter.number} --profile {profile}"
+                    f"{' ' + ov if ov else ''}`.\n```")
+            nb.cells.insert(i + 1, nbformat.v4.new_markdown_cell(text))
+            break
+    tmp = nb_path.with_suffix(".annotated")
+    nbformat.write(nb, tmp)
+    os.replace(tmp, nb_path)
+
+
 def execute(chapter: Chapter, profile: str, params: dict[str, Any], overrides: dict[str, Any],
             out_dir: Path, root: Path, key: str) -> dict[str, Any]:
     """Run one chapter through papermill; move outputs into place only on success."""
@@ -204,6 +225,7 @@ def execute(chapter: Chapter, profile: str, params: dict[str, Any], overrides: d
         tmp_json.unlink(missing_ok=True)
         raise error
     results = json.loads(tmp_json.read_text())
+    _annotate_parameters(tmp_nb, chapter, profile, overrides)
     os.replace(tmp_nb, o["ipynb"])
     os.replace(tmp_json, o["json"])
     o["failed"].unlink(missing_ok=True)
