@@ -172,6 +172,7 @@ plt.show()
 # recipe of chapter 05. Here we check the engine of {prf:ref}`thm-ica`: classical ICA
 # identifiability {cite}`comon1994ica`.
 #
+# (ch01-verdict)=
 # ## Checking the ICA step numerically
 #
 # Mix $d$ independent sources by a random matrix $A$, whiten, run FastICA
@@ -203,7 +204,6 @@ else:
 summary.round(3)
 
 # %% [markdown]
-# (ch01-verdict)=
 # At $n=${glue:text}`n_max` the worst non-Gaussian source reaches an Amari distance of
 # {glue:text}`amari_nongauss_max:.3f`, falling steadily with $n$, while Gaussian sources stay
 # at {glue:text}`amari_gauss:.3f`: the rotation left after whitening is arbitrary. The closer a

@@ -145,7 +145,9 @@ table.style.format("{:.3f}").format("{:.1e}", subset=["test MSE"])
 
 # %% [markdown]
 # (ch02-verdict)=
-# **What we saw.** As $\delta$ falls from {glue:text}`d_max` (measured bi-Lipschitz constant
+# ## What we saw
+#
+# As $\delta$ falls from {glue:text}`d_max` (measured bi-Lipschitz constant
 # {glue:text}`bilip_max:.2f`) to {glue:text}`d_min`, the rigid error from the codes to $u$
 # {glue:text}`rigid_trend`: from {glue:text}`rigid_u_max:.3f` to {glue:text}`rigid_u_min:.3f`
 # of $u$'s diameter (Spearman correlation between $\delta$ and the per-model rigid error:

@@ -331,6 +331,7 @@ glue("digits", ", ".join(map(str, P.digits)))
 # correlation between $L_{\mathrm{mean}}$ and the rigid error is {glue:text}`rho_digits:.2f`
 # ($p$ = {glue:text}`p_digits:.2g`): the error {glue:text}`trend_digits` with $L$.
 #
+# (ch03-verdict)=
 # ## The paper beside ours
 #
 # The paper reports these experiments as figures without numbers, so we put its captions

@@ -177,6 +177,7 @@ if not real:
           f"{fit_result.losses[0]:.4f} -> {fit_result.losses[-1]:.4f}; well embeddings {X_wells.shape}")
 
 # %% [markdown]
+# (ch06-verdict)=
 # ## Table 3: classifying perturbations across batches
 #
 # Each guide is its own experiment: its wells against all control wells. LightGBM with the

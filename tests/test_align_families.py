@@ -1,0 +1,106 @@
+"""Table 1's families: exact recovery of planted maps, smooth degradation, the efficiency.
+
+Every family is checked on data where its own transform is planted: zero error without
+noise (held-out rows, as in Table 1), errors that grow monotonically and gently with noise,
+and the efficiency formula against the paper's own four rows.
+"""
+
+import numpy as np
+import pytest
+
+from nearid import align
+from nearid.paper import TABLE1, TABLE1_ICA_EFFICIENCY_PERCENT, table1_efficiency
+
+D = 5
+NOISES = [0.0, 0.01, 0.03, 0.1, 0.3]
+
+
+def _sources(n=4000, seed=0):
+    rng = np.random.default_rng(seed)
+    # independent, non-Gaussian, unit-variance sources: ICA's identifiable case
+    S = np.column_stack([rng.laplace(size=n) / np.sqrt(2) if j % 2 == 0
+                         else rng.uniform(-np.sqrt(3), np.sqrt(3), size=n) for j in range(D)])
+    return S, rng
+
+
+def _planted(family, rng):
+    """A map of the family (as a function of the rows of A)."""
+    shift = rng.normal(size=D)
+    if family == "permutation":
+        perm, signs = rng.permutation(D), rng.choice([-1.0, 1.0], size=D)
+        scales = rng.uniform(0.5, 2.0, size=D)
+        return lambda A: A[:, perm] * signs * scales + shift
+    Q, _ = np.linalg.qr(rng.normal(size=(D, D)))
+    if family == "rigid":
+        return lambda A: 1.7 * A @ Q + shift
+    M = rng.normal(size=(D, D)) + 2 * np.eye(D)
+    return lambda A: A @ M + shift  # linear; ICA sees the same (its sources are A's columns)
+
+
+def _table_errors(family, noise, seed=0):
+    S, rng = _sources(seed=seed)
+    A = S @ (np.eye(D) + 0.3 * rng.normal(size=(D, D))) if family == "ica" else S
+    h = _planted("linear" if family == "ica" else family, rng)
+    B = h(A)
+    B = B + noise * B.std(0) * rng.normal(size=B.shape)
+    return align.alignment_table(A, B, fit_fraction=0.5, seed=seed, families=(family,))[family]
+
+
+@pytest.mark.parametrize("family", align.FAMILIES)
+def test_planted_transform_recovered_exactly_without_noise(family):
+    err = _table_errors(family, 0.0)
+    tol = 1e-3 if family == "ica" else 1e-10  # ICA stops at FastICA's tolerance
+    assert err < tol, f"{family}: held-out error {err} on its own planted map"
+
+
+@pytest.mark.parametrize("family", align.FAMILIES)
+def test_error_degrades_smoothly_with_noise(family):
+    errs = np.array([_table_errors(family, s) for s in NOISES])
+    assert np.all(np.diff(errs) > 0), f"{family}: errors not increasing with noise: {errs}"
+    # smooth: the error grows roughly in proportion to the noise, with no jump at 0
+    ratio = errs[1:] / np.array(NOISES[1:])
+    assert ratio.max() < 3 * ratio.min(), f"{family}: error/noise ratios {ratio}"
+    assert errs[1] < 0.02
+
+
+@pytest.mark.parametrize("family", ["permutation", "rigid"])
+def test_richer_families_fit_a_planted_narrow_map_too(family):
+    # families are nested: perm < rigid(+scale per axis no) ... linear contains all of them
+    S, rng = _sources(seed=1)
+    B = _planted(family, rng)(S)
+    t = align.alignment_table(S, B, seed=1, families=("linear", family))
+    assert t["linear"] < 1e-10 and t[family] < 1e-10
+
+
+def test_ica_handles_rank_deficient_relu_codes():
+    S, rng = _sources(seed=2)
+    A = np.column_stack([S, np.zeros(len(S))])  # a dead unit
+    B = np.column_stack([S @ rng.normal(size=(D, D)), np.full(len(S), 3.0)])
+    est = align.ICAAlignment().fit(A, B)
+    assert est.ica_A_.ica_.n_components == D
+    assert est.score(A, B) < 1e-3
+
+
+def test_ica_caps_components_and_rows():
+    S, rng = _sources(seed=3)
+    B = S @ rng.normal(size=(D, D))
+    est = align.ICAAlignment(max_components=3, max_rows=500).fit(S, B)
+    assert est.ica_A_.ica_.n_components == 3 and est.ica_B_.ica_.n_components == 3
+    assert est.ica_A_.ica_.mean_.shape == (D,)
+    assert est.transform(S).shape == B.shape
+    # the cap loses the variance outside the top components, so the error is no longer 0
+    assert 0.01 < est.score(S, B) < 1.0
+
+
+@pytest.mark.parametrize("pair", sorted(TABLE1))
+def test_efficiency_reproduces_published_percentages(pair):
+    row = TABLE1[pair]
+    eff = align.ica_efficiency(row["permutation"], row["rigid"], row["ica"])
+    assert eff == pytest.approx(table1_efficiency(row))
+    assert round(100 * eff) == TABLE1_ICA_EFFICIENCY_PERCENT[pair]
+
+
+def test_efficiency_edge_cases():
+    assert align.ica_efficiency(0.3, 0.1, 0.1) == pytest.approx(1.0)  # ICA as good as rigid
+    assert align.ica_efficiency(0.3, 0.1, 0.3) == pytest.approx(0.0)  # no better than perm
+    assert np.isnan(align.ica_efficiency(0.2, 0.2, 0.1))  # no gap to close
