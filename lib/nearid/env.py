@@ -60,4 +60,5 @@ def device_description() -> str:
 
     if torch.cuda.is_available():
         return f"cuda ({torch.cuda.get_device_name(0)})"
-    return f"cpu ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
+    threads = int(os.environ.get(THREADS_ENV, "0") or 0) or 1  # what setup() gives a chapter
+    return f"cpu ({os.cpu_count()} cores, {threads} torch thread{'s' if threads > 1 else ''})"
