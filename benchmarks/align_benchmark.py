@@ -3,7 +3,7 @@
 The two files are random but related the way two models' embeddings are: both are noisy
 linear images of the same non-Gaussian latent factors, B through a different mixing than A.
 The script writes them to a temporary folder, runs the real command in a fresh process
-(``python -m nearid.align_cli A B --json``) and reads the child's peak resident memory from
+(``python -m nearid.cli.align A B --json``) and reads the child's peak resident memory from
 the operating system (``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``).
 
     python benchmarks/align_benchmark.py [--rows 100000] [--dim 768] [--factors 64]
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         np.save(pb, B)
         del A, B
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "nearid.align_cli", str(pa), str(pb), "--json"],
+        proc = subprocess.run([sys.executable, "-m", "nearid.cli.align", str(pa), str(pb), "--json"],
                               capture_output=True, text=True)
         wall = time.perf_counter() - start
     peak_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 1e9  # KiB on Linux

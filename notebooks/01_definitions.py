@@ -37,12 +37,14 @@ results_path = None
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
-from nearid.results import glue
 
 import nearid
-from nearid import align, identifiability, plotting, results
+from nearid import align
+from nearid.book import plotting, results
+from nearid.experiments import ch01_definitions
 from nearid.data import toy
-from nearid.profiles import resolve
+from nearid.book.profiles import resolve
+from nearid.book.results import glue
 
 P = resolve("01_definitions", profile, overrides)
 nearid.setup(P.seed)
@@ -110,7 +112,7 @@ colors = plotting.family_colors()
 rng = np.random.default_rng(P.seed)
 Z = toy.sample_sources("laplace", P.n_points, 3, rng)
 R = toy.random_orthogonal(3, rng)
-noise = identifiability.rigid_residuals(Z, Z @ R, P.noise_levels, seed=P.seed)
+noise = ch01_definitions.rigid_residuals(Z, Z @ R, noise_levels=P.noise_levels, seed=P.seed)
 clean = noise[noise.noise == 0].set_index("family").error
 clean
 
@@ -182,8 +184,8 @@ plt.show()
 # (shape 2.5, uniform) to Gaussian, the one case ICA cannot resolve.
 
 # %% tags=["hide-input"]
-sweep = identifiability.ica_amari_sweep(P.ica_sample_sizes, P.ica_sources, P.ica_dim,
-                                        P.ica_repeats, seed=P.seed)
+sweep = ch01_definitions.ica_amari_sweep(sample_sizes=P.ica_sample_sizes, sources=P.ica_sources,
+                                         dim=P.ica_dim, repeats=P.ica_repeats, seed=P.seed)
 fig, ax = plt.subplots(figsize=(6.4, 4.0))
 sns.lineplot(data=sweep, x="n", y="amari", hue="source", marker="o", errorbar="sd", ax=ax)
 ax.set(xscale="log", yscale="log", xlabel="sample size $n$",

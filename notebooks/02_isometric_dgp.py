@@ -38,15 +38,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from nearid.results import glue
 from scipy import stats
 
 import nearid
-from nearid import plotting, results
+from nearid.book import plotting, results
 from nearid.align import match_columns
 from nearid.data.toy import blob_images
-from nearid.isometric import run_blob_experiment, run_isometric_sweep
-from nearid.profiles import resolve
+from nearid.experiments.ch02_isometric import run_blob_experiment, run_isometric_sweep
+from nearid.book.profiles import resolve
+from nearid.book.results import glue
 
 P = resolve("02_isometric_dgp", profile, overrides)
 nearid.setup(P.seed)
@@ -80,9 +80,10 @@ colors = plotting.family_colors()
 print(f"d = {P.latent_dim}, D = {P.observed_dim}, {P.n_train} training and {P.n_test} held-out "
       f"points, {P.seeds} seeds per delta, hidden width {P.hidden}, {P.epochs} epochs, "
       f"weight decay {P.weight_decay}, device {device}")
-sweep = run_isometric_sweep(P.deltas, P.seeds, P.latent_dim, P.observed_dim, P.n_train, P.n_test,
-                            P.epochs, P.batch_size, P.lr, P.weight_decay, P.hidden, seed=P.seed,
-                            device=device)
+sweep = run_isometric_sweep(deltas=P.deltas, seeds=P.seeds, latent_dim=P.latent_dim,
+                            observed_dim=P.observed_dim, n_train=P.n_train, n_test=P.n_test,
+                            epochs=P.epochs, batch_size=P.batch_size, lr=P.lr,
+                            weight_decay=P.weight_decay, hidden=P.hidden, seed=P.seed, device=device)
 
 # %% [markdown]
 # ## Statistical identifiability across seeds
@@ -170,8 +171,10 @@ table.style.format("{:.3f}").format("{:.1e}", subset=["test MSE"])
 # retraining the same seeds at the smallest $\delta$ without weight decay.
 
 # %%
-no_wd = run_isometric_sweep([d_min], P.seeds, P.latent_dim, P.observed_dim, P.n_train, P.n_test,
-                            P.epochs, P.batch_size, P.lr, 0.0, P.hidden, seed=P.seed, device=device)
+no_wd = run_isometric_sweep(deltas=[d_min], seeds=P.seeds, latent_dim=P.latent_dim,
+                            observed_dim=P.observed_dim, n_train=P.n_train, n_test=P.n_test,
+                            epochs=P.epochs, batch_size=P.batch_size, lr=P.lr, weight_decay=0.0,
+                            hidden=P.hidden, seed=P.seed, device=device)
 ablation = pd.DataFrame({
     f"weight decay {P.weight_decay:g}": sweep.models[sweep.models.delta == d_min][
         ["rigid_error", "linear_error", "mcc_ica"]].mean(),
@@ -234,8 +237,10 @@ plt.show()
 # on the images.
 
 # %% tags=["hide-input"]
-blob = run_blob_experiment(P.image_size, P.n_train, P.n_test, P.image_epochs, P.hidden, P.lr,
-                           P.weight_decay, P.batch_size, seed=P.seed, device=device)
+blob = run_blob_experiment(size=P.image_size, n_train=P.n_train, n_test=P.n_test,
+                           epochs=P.image_epochs, hidden=P.hidden, lr=P.lr,
+                           weight_decay=P.weight_decay, batch_size=P.batch_size, seed=P.seed,
+                           device=device)
 examples, pos = blob_images(6, size=P.image_size, seed=P.seed + 3)
 fig, axes = plt.subplots(1, 6, figsize=(10, 1.9))
 for ax, image, (u1, u2) in zip(axes, examples, pos):

@@ -39,13 +39,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from nearid.results import glue
 
 import nearid
-from nearid import paper, plotting, results
-from nearid.bilipschitz import BiLipschitzSweep, fit_theory_curve, spearman, theory_curve
+from nearid import paper
+from nearid.book import plotting, results
+from nearid.experiments.ch03_bilipschitz import BiLipschitzSweep, fit_theory_curve, spearman, theory_curve
 from nearid.data.mnist import load_mnist
-from nearid.profiles import resolve
+from nearid.book.profiles import resolve
+from nearid.book.results import glue
 
 P = resolve("03_bilipschitz", profile, overrides)
 # these MLPs are too small to gain from several CPU threads, and on a loaded machine two

@@ -35,8 +35,6 @@ overrides = {}
 results_path = None
 
 # %% tags=["remove-cell"]
-import os
-import tempfile
 import warnings
 
 import matplotlib.pyplot as plt
@@ -45,9 +43,11 @@ import pandas as pd
 import seaborn as sns
 
 import nearid
-from nearid import align_cli, crossmodel, paper, plotting, results
-from nearid.profiles import resolve
-from nearid.results import glue
+from nearid import align, paper
+from nearid.book import plotting, results
+from nearid.experiments import ch04_alignment
+from nearid.book.profiles import resolve
+from nearid.book.results import glue
 
 warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm, via transformers
 warnings.filterwarnings("ignore", message="FastICA did not converge")  # capped, stated below
@@ -112,9 +112,9 @@ colors = plotting.family_colors()
 # score (1 = same up to rotation and scale).
 
 # %% tags=["remove-cell"]
-glue("ica_cap", align_cli.ICA_MAX_COMPONENTS)
-glue("ica_rows", align_cli.ICA_MAX_ROWS)
-glue("ica_iter", align_cli.ICA_MAX_ITER)
+glue("ica_cap", align.ICA_MAX_COMPONENTS)
+glue("ica_rows", align.ICA_MAX_ROWS)
+glue("ica_iter", align.ICA_MAX_ITER)
 glue("fit_pct", round(100 * P.fit_fraction))
 
 # %% [markdown]
@@ -136,7 +136,7 @@ glue("fit_pct", round(100 * P.fit_fraction))
 # %%
 print(f"profile {profile}: {P.mnist_train} MNIST training images, {P.mnist_eval} held-out; "
       f"{P.sentences} sentences; device {device}")
-pairs = crossmodel.build_pairs(P, device=device)
+pairs = ch04_alignment.build_pairs(P, device=device)
 
 # %% [markdown]
 # ## Table 1, ours beside the paper's
@@ -145,18 +145,18 @@ pairs = crossmodel.build_pairs(P, device=device)
 # on the rest.
 
 # %%
-ours = crossmodel.table1(pairs, fit_fraction=P.fit_fraction, seed=P.seed,
-                         ica_max_components=align_cli.ICA_MAX_COMPONENTS,
-                         ica_max_rows=align_cli.ICA_MAX_ROWS, ica_max_iter=align_cli.ICA_MAX_ITER)
-ours["order holds"] = [crossmodel.ordering_holds(r) for _, r in ours.iterrows()]
+ours = ch04_alignment.table1(pairs, fit_fraction=P.fit_fraction, seed=P.seed,
+                         ica_max_components=align.ICA_MAX_COMPONENTS,
+                         ica_max_rows=align.ICA_MAX_ROWS, ica_max_iter=align.ICA_MAX_ITER)
+ours["order holds"] = [ch04_alignment.ordering_holds(r) for _, r in ours.iterrows()]
 paper_df = pd.DataFrame(paper.TABLE1).T
 paper_df["ica_efficiency"] = [paper.table1_efficiency(r) for r in paper.TABLE1.values()]
-paper_df["order holds"] = [crossmodel.ordering_holds(r) for r in paper.TABLE1.values()]
+paper_df["order holds"] = [ch04_alignment.ordering_holds(r) for r in paper.TABLE1.values()]
 cols = ["permutation", "ica", "rigid", "linear", "ica_efficiency", "cka", "order holds"]
 shown = pd.concat({"ours": ours[cols], "paper": paper_df.reindex(columns=cols)}, axis=1)
 shown = shown.swaplevel(axis=1).reindex(columns=[(c, s) for c in cols for s in ("ours", "paper")])
 shown = shown.drop(columns=[("cka", "paper")])
-shown.index = [crossmodel.PAIR_LABELS[p] for p in shown.index]
+shown.index = [ch04_alignment.PAIR_LABELS[p] for p in shown.index]
 shown.style.format(lambda v: v if isinstance(v, (bool, np.bool_, str)) else
                    ("" if pd.isna(v) else f"{v:.3f}"))
 
@@ -166,8 +166,8 @@ shown.style.format(lambda v: v if isinstance(v, (bool, np.bool_, str)) else
 # {prf:ref}`def-ica-efficiency` (the paper prints it as a percentage).
 
 # %%
-long = crossmodel.beside_paper(ours)
-long["pair"] = long["pair"].map(crossmodel.PAIR_LABELS)
+long = ch04_alignment.beside_paper(ours)
+long["pair"] = long["pair"].map(ch04_alignment.PAIR_LABELS)
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.4), sharey=True,
                          gridspec_kw={"width_ratios": [len(ours), len(paper.TABLE1)]})
 for ax, source in zip(axes, ("ours", "paper")):
@@ -197,7 +197,7 @@ glue("n_paper_pairs", len(paper_pairs))
 glue("n_hold_paper_pairs", n_hold_paper_pairs)
 glue("hold_words", "all of them" if n_hold == n_pairs else
      ("none of them" if n_hold == 0 else f"{n_hold} of them, not all"))
-failing = [crossmodel.PAIR_LABELS[p] for p in ours.index if not ours.loc[p, "order holds"]]
+failing = [ch04_alignment.PAIR_LABELS[p] for p in ours.index if not ours.loc[p, "order holds"]]
 glue("failing_pairs", "; ".join(failing) if failing else "none")
 eff = ours["ica_efficiency"]
 glue("eff_min", float(eff.min()))
@@ -277,12 +277,12 @@ else:
 
 # %%
 name = "sentence_encoders" if "sentence_encoders" in pairs else next(iter(pairs))
-with tempfile.TemporaryDirectory() as tmp:
-    a_path, b_path = os.path.join(tmp, "A.npy"), os.path.join(tmp, "B.npy")
-    np.save(a_path, pairs[name].A.astype(np.float32))
-    np.save(b_path, pairs[name].B.astype(np.float32))
-    print(f"$ nearid align A.npy B.npy   # {crossmodel.PAIR_LABELS[name]}")
-    align_cli.main([a_path, b_path, "--fit-fraction", str(P.fit_fraction), "--seed", str(P.seed)])
+print(f"$ nearid align A.npy B.npy   # {ch04_alignment.PAIR_LABELS[name]}")
+print(align.format_alignment_table(
+    align.alignment_table(pairs[name].A.astype(np.float32), pairs[name].B.astype(np.float32),
+                          fit_fraction=P.fit_fraction, seed=P.seed,
+                          ica_max_components=align.ICA_MAX_COMPONENTS,
+                          ica_max_rows=align.ICA_MAX_ROWS, ica_max_iter=align.ICA_MAX_ITER)))
 
 # %%
 table = {p: {k: ours.loc[p, k] for k in ("permutation", "rigid", "linear", "ica",
@@ -297,9 +297,9 @@ results.save(results_path, {
               for p in ours.index},
     "models": {p: pairs[p].info for p in pairs},
     "paper_table1": paper.TABLE1,
-    "ica_max_components": align_cli.ICA_MAX_COMPONENTS,
-    "ica_max_rows": align_cli.ICA_MAX_ROWS,
-    "ica_max_iter": align_cli.ICA_MAX_ITER,
+    "ica_max_components": align.ICA_MAX_COMPONENTS,
+    "ica_max_rows": align.ICA_MAX_ROWS,
+    "ica_max_iter": align.ICA_MAX_ITER,
 }, params=P, profile=profile)
 
 # %% [markdown]
@@ -328,7 +328,7 @@ results.save(results_path, {
 # :label: ex-04-width
 #
 # Our "small" and "base" classifiers share a 64-d feature layer. Change `feature_dim` of
-# the base model to 128 (in `nearid.crossmodel.chexpert_pair`) and rerun the pair. Which
+# the base model to 128 (in `nearid.experiments.ch04_alignment.chexpert_pair`) and rerun the pair. Which
 # families can still reach zero error in principle, and which row of the table moves most?
 # ```
 #

@@ -31,7 +31,7 @@
 # datasets (Shapes3D, MPI3D, Falcor3D, Isaac3D) ship with no package, so we render
 # procedural **analogues** with exactly their factor grids: the numbers below measure the
 # recipe on look-alike data, not on the originals (a loader for the real files is in
-# `nearid.data.disentangle_files`).
+# `nearid.data.shapes3d_mpi3d`).
 
 # %% tags=["parameters", "remove-cell"]
 profile = "quick"
@@ -45,19 +45,20 @@ import pandas as pd
 import seaborn as sns
 
 import nearid
-from nearid import paper, plotting, results
+from nearid import paper
+from nearid.book import plotting, results
+from nearid.data import procedural
 from nearid.data.procedural import FACTOR_GRIDS, grid_size, traversal
-from nearid.disentangle import (DEFAULT_HYPER, MODEL_LABELS, MODELS, run_benchmark, summarise,
+from nearid.experiments.ch05_disentanglement import (DEFAULT_HYPER, MODEL_LABELS, MODELS, run_benchmark, summarise,
                                 table2_payload)
-from nearid.profiles import resolve
-from nearid.results import glue
+from nearid.book.profiles import resolve
+from nearid.book.results import glue
 
 P = resolve("05_disentanglement", profile, overrides)
 nearid.setup(P.seed)
 device = nearid.pick_device(P.device)
 plotting.use_style()
-DATASET_LABELS = {"shapes3d": "Shapes3D", "mpi3d": "MPI3D", "falcor3d": "Falcor3D",
-                  "isaac3d": "Isaac3D", "aggregated": "aggregated"}
+DATASET_LABELS = {**procedural.DATASET_LABELS, "aggregated": "aggregated"}
 
 # %% [markdown]
 # ## The score: InfoMEC
@@ -159,7 +160,7 @@ glue("image_size", P.image_size)
 glue("n_seeds", P.seeds)
 
 # %%
-bench = run_benchmark(P.datasets, seeds=[P.seed + i for i in range(P.seeds)], models=MODELS,
+bench = run_benchmark(datasets=P.datasets, seeds=[P.seed + i for i in range(P.seeds)], models=MODELS,
                       image_size=P.image_size, n_train=P.n_train, n_eval=P.n_eval,
                       epochs=P.epochs, batch_size=P.batch_size, lr=P.lr, width=P.width,
                       hidden=P.hidden, hyper=P.hyper, data_seed=P.seed,

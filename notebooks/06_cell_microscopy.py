@@ -52,19 +52,21 @@ import pandas as pd
 import seaborn as sns
 
 import nearid
-from nearid import cellpaint, paper, plotting, results
-from nearid.data.cells import FACTORS, GENES, CellPaintingSimulator, moved_factors, to_rgb
+from nearid import paper
+from nearid.book import plotting, results
+from nearid.experiments import ch06_cellpaint
+from nearid.data.cell_simulator import FACTORS, GENES, CellPaintingSimulator, moved_factors, to_rgb
 from nearid.data.rxrx import load_rxrx3_core
 from nearid.metrics.sparsity import concentration
-from nearid.profiles import resolve
-from nearid.results import glue
+from nearid.book.profiles import resolve
+from nearid.book.results import glue
 
 P = resolve("06_cell_microscopy", profile, overrides)
 nearid.setup(P.seed)
 device = nearid.pick_device(P.device)
 plotting.use_style()
-SETS = cellpaint.FEATURE_SETS
-LABELS = cellpaint.FEATURE_LABELS
+SETS = ch06_cellpaint.FEATURE_SETS
+LABELS = ch06_cellpaint.FEATURE_LABELS
 real = bool(P.rxrx_embeddings)
 t_start = time.perf_counter()
 
@@ -167,12 +169,13 @@ if screen is not None:
 
 # %%
 if not real:
-    mae, fit_result = cellpaint.train_cell_mae(
+    mae, fit_result = ch06_cellpaint.train_cell_mae(
         screen.images, patch_size=P.patch_size, embed_dim=P.embed_dim, depth=P.depth,
         num_heads=P.num_heads, decoder_embed_dim=P.decoder_embed_dim,
         decoder_depth=P.decoder_depth, mask_ratio=P.mask_ratio, epochs=P.epochs,
         batch_size=P.batch_size, lr=P.lr, weight_decay=P.weight_decay, seed=P.seed, device=device)
-    X_wells = cellpaint.well_embeddings(mae, screen.images, screen.cell_well, len(wells), device)
+    X_wells = ch06_cellpaint.well_embeddings(mae, screen.images, screen.cell_well,
+                                              n_wells=len(wells), device=device)
     print(f"MAE: {P.epochs} epochs in {fit_result.seconds:.0f} s, masked MSE "
           f"{fit_result.losses[0]:.4f} -> {fit_result.losses[-1]:.4f}; well embeddings {X_wells.shape}")
 
@@ -189,7 +192,7 @@ if not real:
 
 # %%
 n_comp = P.n_components or None
-out = cellpaint.evaluate(X_wells, wells, n_components=n_comp, ica_fit_on=P.ica_fit_on,
+out = ch06_cellpaint.evaluate(X_wells, wells, n_components=n_comp, ica_fit_on=P.ica_fit_on,
                          n_splits=P.n_splits, n_estimators=P.n_estimators, seed=P.seed)
 table3, table4 = out["table3"], out["table4"]
 rows = []
@@ -235,7 +238,7 @@ plt.show()
 # Table 3 as bars (ours) with the paper's values as grey ticks at the same positions.
 
 # %%
-order = cellpaint.orderings(table3)
+order = ch06_cellpaint.orderings(table3)
 means = {m: {k: float(np.mean([table3[g][m][k] for g in table3])) for k in SETS}
          for m in ("auroc", "sparsity")}
 verdict = lambda ok: "holds" if ok else "does not hold"  # noqa: E731
@@ -293,10 +296,10 @@ t4 = pd.DataFrame({"ours": table4, "paper": paper.TABLE4}).rename(index=LABELS)
 if screen is not None:
     labels = np.where(wells.is_control, "control", wells.guide.astype(str))
     truth_conc = concentration(screen.well_factors, labels)
-    mcc = {k: cellpaint.factor_recovery(F, screen.well_factors)["mcc"] for k, F in out["features"].items()}
+    mcc = {k: ch06_cellpaint.factor_recovery(F, screen.well_factors)["mcc"] for k, F in out["features"].items()}
     t4["MCC with planted factors"] = pd.Series(mcc).rename(index=LABELS)
 t4["batch share of control variance"] = pd.Series(
-    {k: cellpaint.batch_share(F, wells) for k, F in out["features"].items()}).rename(index=LABELS)
+    {k: ch06_cellpaint.batch_share(F, wells) for k, F in out["features"].items()}).rename(index=LABELS)
 for k in SETS:
     glue(f"batch_{k}", t4.loc[LABELS[k], "batch share of control variance"])
 if screen is not None:
@@ -338,13 +341,13 @@ t4.round(3)
 #
 # ## Table 6: the classifier's configuration
 #
-# Printed from the code's own configuration (`nearid.cellpaint.LIGHTGBM_PARAMS`), beside
+# Printed from the code's own configuration (`nearid.experiments.ch06_cellpaint.LIGHTGBM_PARAMS`), beside
 # what the paper's Table 6 lists; the rows below the line are settings Table 6 does not
 # give, chosen here.
 
 # %%
-clf_params = cellpaint.make_classifier(P.n_estimators, P.seed).get_params()
-t6 = pd.DataFrame({"ours": {k: clf_params[k] for k in cellpaint.LIGHTGBM_PARAMS},
+clf_params = ch06_cellpaint.make_classifier(n_estimators=P.n_estimators, seed=P.seed).get_params()
+t6 = pd.DataFrame({"ours": {k: clf_params[k] for k in ch06_cellpaint.LIGHTGBM_PARAMS},
                    "paper": paper.TABLE6_LIGHTGBM})
 extra = pd.DataFrame({"ours": {k: clf_params[k] for k in ("n_estimators", "random_state", "n_jobs")},
                       "paper": {"n_estimators": "not stated", "random_state": "not stated",
@@ -357,7 +360,7 @@ payload = {
     "table3": {g: {"auroc": r["auroc"], "sparsity": r["sparsity"]} for g, r in table3.items()},
     "table4": table4,
     "orderings": order.to_dict(orient="records"),
-    "batch_share": {k: cellpaint.batch_share(F, wells) for k, F in out["features"].items()},
+    "batch_share": {k: ch06_cellpaint.batch_share(F, wells) for k, F in out["features"].items()},
     "data": "rxrx3-core" if real else "simulated",
     "seconds": time.perf_counter() - t_start,
 }

@@ -6,7 +6,7 @@ alignment estimators (:mod:`nearid.align`), whitening + ICA (:mod:`nearid.ica`),
 (:mod:`nearid.metrics`), data sources (:mod:`nearid.data`), models and one training loop.
 """
 
-from nearid.env import pick_device, setup
+from nearid.book.env import pick_device, setup
 
 __version__ = "0.1.0"
 __all__ = ["pick_device", "setup", "__version__"]

@@ -17,6 +17,8 @@ Families, from most to least constrained:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import pdist
@@ -27,6 +29,12 @@ from sklearn.utils.validation import check_is_fitted
 from nearid.ica import WhitenedICA
 
 FAMILIES = ("permutation", "rigid", "linear", "ica")
+# Bounds on the ICA family's cost (see ICAAlignment), used by chapter 04 and `nearid align`:
+# whiten onto at most this many components, fit FastICA on at most this many rows, iterate
+# at most this many times.
+ICA_MAX_COMPONENTS = 128
+ICA_MAX_ROWS = 20_000
+ICA_MAX_ITER = 200
 
 
 # --------------------------------------------------------------------------- validation
@@ -319,7 +327,31 @@ def alignment_table(A, B, fit_fraction: float = 0.5, seed: int = 0,
     out["cka"] = linear_cka(A[eval_idx], B[eval_idx])
     out["n_fit"] = int(n_fit)
     out["n_eval"] = int(n - n_fit)
+    out["dim_a"], out["dim_b"] = int(A.shape[1]), int(B.shape[1])
     return out
+
+
+def format_alignment_table(res: dict) -> str:
+    """The text table ``nearid align`` prints: one line of explanation per family."""
+    def num(v):
+        return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+
+    eff = res["ica_efficiency"]
+    eff_s = "n/a" if eff is None or math.isnan(eff) else f"{100 * eff:.0f}%"
+    rows = [
+        ("permutation", num(res["permutation"]), "signed permutation + per-axis scale"),
+        ("rigid", num(res["rigid"]), "rotation/reflection + global scale + shift"),
+        ("linear", num(res["linear"]), "any affine map"),
+        ("ica", num(res["ica"]), "whiten + ICA each side, match components"),
+        ("ica efficiency", eff_s, "(perm - ica) / (perm - rigid)"),
+        ("linear CKA", num(res["cka"]), "similarity, 1 = same up to rotation + scale"),
+    ]
+    head = (f"A: {res['dim_a']}-d, B: {res['dim_b']}-d; fitted on {res['n_fit']} rows, "
+            f"evaluated on {res['n_eval']} held-out rows\n"
+            "error = mean ||h(a) - b|| / diameter(B)   (0 = identical, lower is better)\n")
+    width = max(len(r[0]) for r in rows)
+    body = "\n".join(f"{name:<{width}}  {val:>6}   {note}" for name, val, note in rows)
+    return head + body
 
 
 def mean_corr_coef(Z, U) -> float:

@@ -1,7 +1,12 @@
-"""The paper's published numbers, as data (arXiv 2603.11970).
+"""The paper's published numbers, as data.
 
 This is the only place where numbers from the paper live; chapters show them beside ours,
-labelled "paper". Sources: Tables 1-6 of the paper as transcribed in ``shared/paper/PAPER.md``.
+labelled "paper". Source: *Statistical and structural identifiability in representation
+learning*, arXiv:2603.11970 (ICLR 2026): Table 1 (alignment between model pairs), Table 2
+(disentanglement, InfoMEC), Table 3 (perturbation classification and sparsity), Table 4
+(concentration of biological variation), Table 5 (appendix, Shapes3D mean and std), Table 6
+(LightGBM hyperparameters), and the captions of Figures 2 and A.3-A.6. Each constant below
+names the table or figure it copies.
 """
 
 from __future__ import annotations
@@ -11,13 +16,15 @@ CITATION = (
     "arXiv:2603.11970 (ICLR 2026)"
 )
 
-# Table 1: mean l2 error normalised by latent diameter, fits from model A's codes to B's.
+# Table 1 (arXiv:2603.11970): mean l2 error normalised by latent diameter, fits from model A's
+# codes to B's, per model pair.
 TABLE1: dict[str, dict[str, float]] = {
     "pythia": {"permutation": 0.219, "rigid": 0.150, "linear": 0.131, "ica": 0.202},
     "mae": {"permutation": 0.197, "rigid": 0.109, "linear": 0.036, "ica": 0.145},
     "chexpert": {"permutation": 0.218, "rigid": 0.104, "linear": 0.048, "ica": 0.175},
     "resnet18": {"permutation": 0.382, "rigid": 0.206, "linear": 0.175, "ica": 0.312},
 }
+# The paper's names of its Table 1 rows (what we train for each row: ch04_alignment.PAIR_LABELS).
 TABLE1_LABELS = {
     "pythia": "Pythia-160M-0 -> Pythia-160M-1",
     "mae": "MAE-timm -> MAE-original",

@@ -37,6 +37,7 @@ FACTOR_GRIDS: dict[str, dict[str, int]] = {
                 "object_color": 4, "wall_color": 4},
 }
 DATASETS = tuple(FACTOR_GRIDS)
+DATASET_LABELS = {"shapes3d": "Shapes3D", "mpi3d": "MPI3D", "falcor3d": "Falcor3D", "isaac3d": "Isaac3D"}
 SUPERSAMPLE = 2
 _CHUNK = 256
 

@@ -13,8 +13,10 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
+
 from nearid.data.mnist import DataError
-from nearid.results import atomic_write_text
+from nearid.fileio import atomic_write_text
 
 N_PLAYS = 38
 FIX_HINT = "run `nearid data` (or `make data`) to provision it again"
@@ -73,3 +75,23 @@ def load_shakespeare(root: str | os.PathLike = "data", max_chars: int | None = N
     verify_shakespeare(root)
     text = text_path(root).read_text(encoding="utf-8")
     return text if max_chars is None else text[:max_chars]
+
+
+def shakespeare_sentences(text: str, n: int, min_words: int = 5, seed: int = 0) -> list[str]:
+    """A fixed sample of ``n`` distinct lines with at least ``min_words`` words.
+
+    Lines that are only a speaker's name or a stage direction are short and drop out;
+    the sample is drawn with a seeded generator, then kept in text order.
+    """
+    lines = []
+    seen = set()
+    for line in text.splitlines():
+        line = line.strip()
+        if len(line.split()) >= min_words and line not in seen:
+            seen.add(line)
+            lines.append(line)
+    if len(lines) < n:
+        raise ValueError(f"asked for {n} lines, the text has only {len(lines)} distinct lines "
+                         f"with at least {min_words} words")
+    pick = np.sort(np.random.default_rng(seed).choice(len(lines), size=n, replace=False))
+    return [lines[i] for i in pick]

@@ -1,0 +1,113 @@
+"""Named parameter sets per chapter: ``smoke`` (tests), ``quick`` (default book), ``full``.
+
+Each chapter ``NN_slug`` has one module here, ``chNN_slug.py``, holding its three profiles
+(``PROFILES``), what each parameter accepts (``CONSTRAINTS``, see :mod:`nearid.book.params`)
+and checks across parameters (``RULES``). A chapter reads its parameters with
+:func:`resolve`, which validates the profile name, every override's name and every value
+before any work starts, and says what is allowed when something is not. The runner calls the
+same function, so a bad ``-p`` fails at once instead of minutes into a run.
+
+The chapter modules are loaded by name, not imported at the top of this file: a chapter's
+cache key then covers its own parameter module and not the other chapters' (see
+:mod:`nearid.codehash`).
+
+Conventions: ``seeds`` is a number of seeds (0, 1, ..., seeds-1); ``seed`` is a base seed;
+``device`` is "auto", "cpu" or "cuda".
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from typing import Any
+
+from nearid.book.params import Constraint, InvalidParameterError, Rule
+
+PROFILES = ("smoke", "quick", "full")
+
+
+def module_name(chapter_key: str) -> str:
+    """The module holding a chapter's parameters: "02_isometric_dgp" -> "...profiles.ch02_isometric_dgp"."""
+    return f"{__name__}.ch{chapter_key}"
+
+
+def _load() -> tuple[dict, dict, dict]:
+    chapters, constraints, rules = {}, {}, {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if not (info.name.startswith("ch") and info.name[2:4].isdigit()):
+            continue
+        key = info.name[2:]
+        module = importlib.import_module(module_name(key))
+        chapters[key] = module.PROFILES
+        constraints[key] = module.CONSTRAINTS
+        rules[key] = list(getattr(module, "RULES", []))
+    return chapters, constraints, rules
+
+
+CHAPTERS: dict[str, dict[str, dict[str, Any]]]
+CONSTRAINTS: dict[str, dict[str, Constraint]]
+RULES: dict[str, list[Rule]]
+CHAPTERS, CONSTRAINTS, RULES = _load()
+
+
+class Params(dict):
+    """A dict of resolved chapter parameters that also reads as attributes (``P.seeds``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no parameter {name!r}; have: {', '.join(sorted(self))}") from None
+
+
+def chapter_key(chapter: str) -> str:
+    """Resolve "02" or "02_isometric_dgp" to the full chapter key."""
+    if chapter in CHAPTERS:
+        return chapter
+    hits = [k for k in CHAPTERS if k.split("_", 1)[0] == chapter]
+    if len(hits) == 1:
+        return hits[0]
+    raise ValueError(f"unknown chapter {chapter!r}; valid: {', '.join(CHAPTERS)}")
+
+
+def resolve(chapter: str, profile: str = "quick", overrides: dict[str, Any] | None = None) -> Params:
+    """The chapter's parameters for ``profile`` with ``overrides`` applied, every value checked.
+
+    Raises KeyError for an unknown parameter, ValueError for an unknown chapter or profile,
+    and :class:`~nearid.book.params.InvalidParameterError` (a ValueError and a TypeError)
+    for a value that is not allowed; each message says what is.
+    """
+    key = chapter_key(chapter)
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; valid: {', '.join(PROFILES)}")
+    allowed = CONSTRAINTS[key]
+    params = Params(CHAPTERS[key][profile])
+    for name, value in (overrides or {}).items():
+        if name not in allowed:
+            raise KeyError(f"unknown parameter {name!r} for chapter {key}; valid: "
+                           f"{', '.join(sorted(allowed))}")
+        params[name] = value
+    try:
+        for name, constraint in allowed.items():
+            params[name] = constraint.check(name, params[name])
+        for rule in RULES.get(key, []):
+            rule.check(params)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"chapter {key}: {exc}") from None
+    return params
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parse ``key=value`` from the command line; the value is a Python literal or a string."""
+    if "=" not in text:
+        raise ValueError(f"an override looks like key=value, got {text!r}")
+    key, raw = text.split("=", 1)
+    key, raw = key.strip(), raw.strip()
+    if not key:
+        raise ValueError(f"empty parameter name in {text!r}")
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        value = raw
+    return key, value

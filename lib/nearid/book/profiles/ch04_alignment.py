@@ -1,0 +1,62 @@
+"""Chapter 04, alignment across models (Table 1): its parameters in each profile, and what each accepts."""
+
+from __future__ import annotations
+
+from nearid.book.params import DEVICE, POSITIVE, POSITIVE_INT, SEED, Interval, ListOf, Options, Rule, Text
+from nearid.book.profiles.shared import MNIST_TEST, MNIST_TRAIN
+
+
+def _pairs() -> tuple[str, ...]:
+    from nearid.experiments.ch04_alignment import PAIRS
+    return PAIRS
+
+
+# pythia_paths: [] = train two tiny GPT-NeoX; two local checkpoint folders = load them
+# (full lists where real Pythia-160M seeds would live; missing folders -> tiny models).
+PROFILES = {
+    "smoke": dict(seed=0, device="auto", pairs=["pythia", "mae", "chexpert", "resnet18",
+                                                "sentence_encoders"],
+                  fit_fraction=0.5, mnist_train=256, mnist_eval=1100, batch_size=64,
+                  lr=1e-3, mae_embed_dim=16, mae_depth=1, mae_epochs=1, clf_feature_dim=16,
+                  clf_epochs=1, resnet_train=128, resnet_epochs=1, resnet_stem_stride=2,
+                  lm_hidden=16, lm_layers=2, lm_context=16, lm_train_windows=64,
+                  lm_epochs=1, lm_eval_windows=120, pythia_paths=[], sentences=800),
+    "quick": dict(seed=0, device="auto", pairs=["pythia", "mae", "chexpert", "resnet18",
+                                                "sentence_encoders"],
+                  fit_fraction=0.5, mnist_train=10000, mnist_eval=4000, batch_size=128,
+                  lr=1e-3, mae_embed_dim=64, mae_depth=4, mae_epochs=5, clf_feature_dim=64,
+                  clf_epochs=3, resnet_train=6000, resnet_epochs=3, resnet_stem_stride=2,
+                  lm_hidden=64, lm_layers=4, lm_context=64, lm_train_windows=4000,
+                  lm_epochs=2, lm_eval_windows=1000, pythia_paths=[], sentences=2400),
+    "full": dict(seed=0, device="auto", pairs=["pythia", "mae", "chexpert", "resnet18",
+                                               "sentence_encoders"],
+                 fit_fraction=0.5, mnist_train=60000, mnist_eval=10000, batch_size=256,
+                 lr=1e-3, mae_embed_dim=192, mae_depth=8, mae_epochs=50, clf_feature_dim=256,
+                 clf_epochs=20, resnet_train=60000, resnet_epochs=20, resnet_stem_stride=1,
+                 lm_hidden=256, lm_layers=6, lm_context=128, lm_train_windows=200000,
+                 lm_epochs=2, lm_eval_windows=5000,
+                 pythia_paths=["data/pythia/pythia-160m-seed0", "data/pythia/pythia-160m-seed1"],
+                 sentences=5000),
+}
+
+CONSTRAINTS = dict(
+    seed=SEED, device=DEVICE, pairs=ListOf(Options(_pairs), unique=True),
+    fit_fraction=Interval(float, 0, 1, closed="neither"),
+    mnist_train=Interval(int, 10, MNIST_TRAIN), mnist_eval=Interval(int, 20, MNIST_TEST),
+    batch_size=POSITIVE_INT, lr=POSITIVE, mae_embed_dim=Interval(int, 8), mae_depth=POSITIVE_INT,
+    mae_epochs=POSITIVE_INT, clf_feature_dim=Interval(int, 2), clf_epochs=POSITIVE_INT,
+    resnet_train=Interval(int, 10, MNIST_TRAIN), resnet_epochs=POSITIVE_INT,
+    resnet_stem_stride=Options((1, 2)), lm_hidden=Interval(int, 8), lm_layers=POSITIVE_INT,
+    lm_context=Interval(int, 4), lm_train_windows=POSITIVE_INT, lm_epochs=POSITIVE_INT,
+    lm_eval_windows=Interval(int, 20), pythia_paths=ListOf(Text(empty=False), lengths=(0, 2)),
+    sentences=Interval(int, 20),
+)
+
+RULES = [
+    Rule(("resnet_train", "mnist_train"), lambda p: p["resnet_train"] <= p["mnist_train"],
+         "resnet_train must not exceed mnist_train (the ResNet trains on a subset of the MNIST images)"),
+    Rule(("mae_embed_dim",), lambda p: p["mae_embed_dim"] % 4 == 0,
+         "mae_embed_dim must be a multiple of the MAE's 4 attention heads"),
+    Rule(("lm_hidden",), lambda p: p["lm_hidden"] % 4 == 0,
+         "lm_hidden must be a multiple of the language model's 4 attention heads"),
+]

@@ -1,0 +1,56 @@
+"""Chapter 05, disentanglement (Table 2): its parameters in each profile, and what each accepts."""
+
+from __future__ import annotations
+
+from nearid.book.params import DEVICE, POSITIVE, POSITIVE_INT, SEED, Interval, ListOf, Mapping, Options, Rule
+from nearid.book.profiles.shared import POWER_OF_TWO
+
+
+def _datasets() -> tuple[str, ...]:
+    from nearid.data.procedural import DATASETS
+    return DATASETS
+
+
+def _ch05(name: str):
+    def values() -> tuple[str, ...]:
+        from nearid.experiments import ch05_disentanglement
+        return getattr(ch05_disentanglement, name)
+    return values
+
+
+def _smallest_grid(datasets) -> int:
+    from nearid.data.procedural import grid_size
+    return min(grid_size(d) for d in datasets)
+
+
+PROFILES = {
+    "smoke": dict(seed=0, seeds=2, datasets=["shapes3d", "mpi3d", "falcor3d", "isaac3d"],
+                  image_size=16, supersample=1, n_train=160, n_eval=120, epochs=1,
+                  batch_size=64, lr=1e-3, width=8, hidden=32, hyper={}, ica_components="k",
+                  heatmap_dataset="shapes3d", traversal_size=32, device="auto"),
+    "quick": dict(seed=0, seeds=2, datasets=["shapes3d", "mpi3d", "falcor3d", "isaac3d"],
+                  image_size=32, supersample=1, n_train=3000, n_eval=1000, epochs=12,
+                  batch_size=64, lr=2e-3, width=16, hidden=128, hyper={}, ica_components="k",
+                  heatmap_dataset="shapes3d", traversal_size=64, device="auto"),
+    "full": dict(seed=0, seeds=5, datasets=["shapes3d", "mpi3d", "falcor3d", "isaac3d"],
+                 image_size=64, supersample=2, n_train=100000, n_eval=10000, epochs=30,
+                 batch_size=64, lr=1e-3, width=32, hidden=256, hyper={}, ica_components="k",
+                 heatmap_dataset="shapes3d", traversal_size=64, device="auto"),
+}
+
+CONSTRAINTS = dict(
+    seed=SEED, seeds=Interval(int, 2), datasets=ListOf(Options(_datasets), unique=True),
+    image_size=POWER_OF_TWO, supersample=POSITIVE_INT, n_train=Interval(int, 10),
+    n_eval=Interval(int, 20), epochs=POSITIVE_INT, batch_size=POSITIVE_INT, lr=POSITIVE,
+    width=POSITIVE_INT, hidden=POSITIVE_INT, hyper=Mapping(Options(_ch05("MODELS"))),
+    ica_components=Options(_ch05("ICA_COMPONENTS")), heatmap_dataset=Options(_datasets),
+    traversal_size=POWER_OF_TWO, device=DEVICE,
+)
+
+RULES = [
+    Rule(("heatmap_dataset", "datasets"), lambda p: p["heatmap_dataset"] in p["datasets"],
+         "heatmap_dataset must be one of the datasets run"),
+    Rule(("n_train", "n_eval", "datasets"),
+         lambda p: p["n_train"] + p["n_eval"] <= _smallest_grid(p["datasets"]),
+         "n_train + n_eval must not exceed the number of distinct images of the smallest dataset grid"),
+]

