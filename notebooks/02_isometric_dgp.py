@@ -210,7 +210,7 @@ ablation.round(4)
 Z, U = sweep.codes[d_min][0], sweep.factors[d_min]
 from nearid.ica import WhitenedICA
 
-S = WhitenedICA(random_state=P.seed).fit(Z).transform(Z)
+S = WhitenedICA(n_components="all", random_state=P.seed).fit(Z).transform(Z)
 k = min(P.latent_dim, 4)
 fig, axes = plt.subplots(2, k, figsize=(3.0 * k, 5.6), sharex=True)
 for row, (codes, name) in enumerate([(Z, "AE axis"), (S, "AE + ICA axis")]):

@@ -94,10 +94,10 @@ colors = plotting.family_colors()
 #   components (Hungarian on $|\mathrm{corr}|$), their signs and one scale per component
 #   (as in the permutation family) use the pairing of rows. The matched A components are
 #   sent into B's space through B's ICA mixing. FastICA stops after
-#   {glue:text}`ica_iter` iterations if it has not converged. Each side
-#   keeps as many components as its numerical rank (dead ReLU units are constant), at most
-#   {glue:text}`ica_cap` (wider embeddings are whitened onto their leading principal
-#   components), and ICA is fitted on at most {glue:text}`ica_rows` rows.
+#   {glue:text}`ica_iter` iterations if it has not converged. Each side drops constant
+#   columns (dead ReLU units) and keeps the leading principal components holding
+#   {glue:text}`ica_rule`% of its fit rows' variance (at most one per ten fit rows), and
+#   ICA is fitted on at most {glue:text}`ica_rows` rows.
 #
 # ```{prf:definition} ICA efficiency
 # :label: def-ica-efficiency
@@ -112,7 +112,7 @@ colors = plotting.family_colors()
 # score (1 = same up to rotation and scale).
 
 # %% tags=["remove-cell"]
-glue("ica_cap", align.ICA_MAX_COMPONENTS)
+glue("ica_rule", round(100 * align.ICA_COMPONENTS))
 glue("ica_rows", align.ICA_MAX_ROWS)
 glue("ica_iter", align.ICA_MAX_ITER)
 glue("fit_pct", round(100 * P.fit_fraction))
@@ -146,7 +146,7 @@ pairs = ch04_alignment.build_pairs(P, device=device)
 
 # %%
 ours = ch04_alignment.table1(pairs, fit_fraction=P.fit_fraction, seed=P.seed,
-                         ica_max_components=align.ICA_MAX_COMPONENTS,
+                         ica_components=align.ICA_COMPONENTS,
                          ica_max_rows=align.ICA_MAX_ROWS, ica_max_iter=align.ICA_MAX_ITER)
 ours["order holds"] = [ch04_alignment.ordering_holds(r) for _, r in ours.iterrows()]
 paper_df = pd.DataFrame(paper.TABLE1).T
@@ -259,8 +259,7 @@ else:
 # * *Different models.* The rows mirror the kind of difference (seed, code, width), not the
 #   models: MNIST digits and Shakespeare bytes replace chest X-rays, ImageNet and the Pile;
 #   our "small"/"base" CNNs share a feature width, while the paper's CheXpert models need
-#   not. The ICA family is whitened onto at most {glue:text}`ica_cap` components, which
-#   only touches the 512-d ResNet and 384-d sentence encoders.
+#   not.
 #
 # **Beyond the paper.** The two pretrained MiniLM sentence encoders, different fine-tunes of
 # one architecture, have linear CKA {glue:text}`sent_cka:.3f` and linear error
@@ -281,7 +280,7 @@ print(f"$ nearid align A.npy B.npy   # {ch04_alignment.PAIR_LABELS[name]}")
 print(align.format_alignment_table(
     align.alignment_table(pairs[name].A.astype(np.float32), pairs[name].B.astype(np.float32),
                           fit_fraction=P.fit_fraction, seed=P.seed,
-                          ica_max_components=align.ICA_MAX_COMPONENTS,
+                          ica_components=align.ICA_COMPONENTS,
                           ica_max_rows=align.ICA_MAX_ROWS, ica_max_iter=align.ICA_MAX_ITER)))
 
 # %%
@@ -297,7 +296,7 @@ results.save(results_path, {
               for p in ours.index},
     "models": {p: pairs[p].info for p in pairs},
     "paper_table1": paper.TABLE1,
-    "ica_max_components": align.ICA_MAX_COMPONENTS,
+    "ica_components_rule": align.ICA_COMPONENTS,
     "ica_max_rows": align.ICA_MAX_ROWS,
     "ica_max_iter": align.ICA_MAX_ITER,
 }, params=P, profile=profile)

@@ -18,6 +18,7 @@ Families, from most to least constrained:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -26,13 +27,14 @@ from sklearn.base import BaseEstimator
 from sklearn.linear_model import LinearRegression
 from sklearn.utils.validation import check_is_fitted
 
-from nearid.ica import WhitenedICA
+from nearid.ica import DEFAULT_COMPONENTS, WhitenedICA
 
 FAMILIES = ("permutation", "rigid", "linear", "ica")
-# Bounds on the ICA family's cost (see ICAAlignment), used by chapter 04 and `nearid align`:
-# whiten onto at most this many components, fit FastICA on at most this many rows, iterate
-# at most this many times.
-ICA_MAX_COMPONENTS = 128
+# The ICA family's protocol, used by chapter 04 and `nearid align`: whiten each side onto the
+# leading components holding this share of the fit rows' variance (at most one per ten rows;
+# see nearid.ica.choose_components), fit FastICA on at most ICA_MAX_ROWS rows, and stop it
+# after ICA_MAX_ITER iterations.
+ICA_COMPONENTS = DEFAULT_COMPONENTS
 ICA_MAX_ROWS = 20_000
 ICA_MAX_ITER = 200
 
@@ -201,37 +203,26 @@ class LinearAlignment(_Alignment):
 class ICAAlignment(_Alignment):
     """Unsupervised route: whiten + ICA each side, then a signed permutation of components.
 
-    Only the matching of components (Hungarian on |correlation|), their signs and (with
-    ``scale=True``, as in :class:`SignedPermutationAlignment`) one least-squares scale per
-    component use the pairing of rows; no mixing map is regressed. The matched A components
-    are sent back into B's space through B's ICA mixing. ``scale=False`` keeps unit scales,
-    which cannot shrink weakly correlated components towards their mean and so penalises ICA
-    against the permutation family.
-
-    Each side keeps as many components as its numerical rank (dead ReLU units or other
-    constant directions would make whitening divide by zero), capped at ``max_components``
-    (None = no cap): wide embeddings are then whitened onto their leading principal
-    components, and B's remaining directions are predicted by their mean. ``max_rows``
-    fits the two ICAs on a seeded random subset of at most that many rows, which bounds the
-    cost of FastICA's iterations for very many rows (None = all rows).
+    Each side is whitened and rotated to independent components *separately*
+    (:class:`nearid.ica.WhitenedICA`: constant and duplicate columns dropped, whitened onto
+    the leading components chosen by ``n_components``, see
+    :func:`nearid.ica.choose_components`). The pairing of rows is then used for what the
+    permutation family uses it for, and nothing more: matching components (Hungarian on
+    |correlation|), their signs and, with ``scale=True``, one least-squares scale per matched
+    component. No mixing map is regressed. The matched A components are sent into B's space
+    through B's ICA mixing; B's directions outside its kept components are predicted by
+    their mean. ``max_rows`` fits the two ICAs on a seeded random subset of at most that many
+    rows, which bounds FastICA's cost for very many rows (None = all rows).
     """
 
-    def __init__(self, random_state: int | None = 0, max_iter: int = 1000,
-                 max_components: int | None = None, max_rows: int | None = None,
+    def __init__(self, n_components: float | int | str | None = DEFAULT_COMPONENTS,
+                 random_state: int | None = 0, max_iter: int = 1000, max_rows: int | None = None,
                  scale: bool = True):
+        self.n_components = n_components
         self.random_state = random_state
-        self.scale = scale
         self.max_iter = max_iter
-        self.max_components = max_components
         self.max_rows = max_rows
-
-    def _components(self, X: np.ndarray) -> int:
-        Xc = X - X.mean(0)
-        s = np.linalg.svd(Xc, compute_uv=False)
-        rank = int((s > s[0] * max(Xc.shape) * 1e-10).sum()) if s[0] > 0 else 0
-        if rank == 0:
-            raise ValueError("an embedding is constant on the fit rows: nothing to whiten")
-        return rank if self.max_components is None else min(rank, self.max_components)
+        self.scale = scale
 
     def fit(self, A, B) -> "ICAAlignment":
         A, B = check_pair(A, B, min_rows=3)
@@ -245,10 +236,9 @@ class ICAAlignment(_Alignment):
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=1):
-            self.ica_A_ = WhitenedICA(n_components=self._components(A),
-                                      random_state=self.random_state, max_iter=self.max_iter).fit(A)
-            self.ica_B_ = WhitenedICA(n_components=self._components(B),
-                                      random_state=self.random_state, max_iter=self.max_iter).fit(B)
+            self.ica_A_, self.ica_B_ = (
+                WhitenedICA(n_components=self.n_components, random_state=self.random_state,
+                            max_iter=self.max_iter).fit(X) for X in (A, B))
         SA, SB = self.ica_A_.transform(A), self.ica_B_.transform(B)
         # per-component least-squares scale, exactly as in the permutation family, so that the
         # ICA efficiency compares like with like (only the ICA rotations differ)
@@ -293,17 +283,50 @@ def linear_cka(X, Y) -> float:
     return float(num / den) if den > 0 else float("nan")
 
 
-def alignment_table(A, B, fit_fraction: float = 0.5, seed: int = 0,
-                    families=FAMILIES, ica_max_components: int | None = None,
-                    ica_max_rows: int | None = None, ica_max_iter: int = 1000) -> dict[str, float]:
-    """Fit every family on a random fit split, report errors on the held-out rest.
+@dataclass
+class AlignmentResult:
+    """Table 1 for one pair of embeddings: what :func:`compare` measured.
 
-    Returns a dict with one normalised error per family, ``ica_efficiency`` (when
-    permutation, rigid and ica were computed), linear ``cka`` on the evaluation rows, and the
-    split sizes ``n_fit`` and ``n_eval``. The ``ica_*`` arguments bound the cost of the ICA
-    family on wide or long inputs (see :class:`ICAAlignment`); None = no bound.
+    ``errors[family]`` is the mean held-out l2 error of the family's map from A to B divided
+    by B's diameter; ``row_errors[family]`` the same per evaluation row (for intervals);
+    ``ica_components`` and ``ica_variance`` the number of whitened components each side kept
+    and the share of its fit rows' variance they hold.
     """
-    A, B = check_pair(A, B)
+
+    errors: dict[str, float]
+    row_errors: dict[str, np.ndarray] = field(repr=False)
+    ica_efficiency: float
+    cka: float
+    n_fit: int
+    n_eval: int
+    dim_a: int
+    dim_b: int
+    ica_components: tuple[int, int] | None = None
+    ica_variance: tuple[float, float] | None = None
+
+    def to_dict(self) -> dict:
+        """Flat numbers (no per-row arrays): one entry per family, then the rest."""
+        out: dict = dict(self.errors)
+        out.update(ica_efficiency=self.ica_efficiency, cka=self.cka, n_fit=self.n_fit,
+                   n_eval=self.n_eval, dim_a=self.dim_a, dim_b=self.dim_b)
+        if self.ica_components is not None:
+            out.update(ica_components=list(self.ica_components), ica_variance=list(self.ica_variance))
+        return out
+
+    def __str__(self) -> str:
+        return format_alignment_table(self.to_dict())
+
+
+def compare(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES,
+            ica_components: float | int | str | None = ICA_COMPONENTS, ica_max_rows: int | None = None,
+            ica_max_iter: int = 1000) -> AlignmentResult:
+    """Fit every family on a random ``fit_fraction`` of the rows, score it on the rest.
+
+    ``A`` and ``B`` (numpy arrays or torch tensors) hold embeddings of the same inputs, row
+    for row. The ``ica_*`` arguments set the ICA family's protocol (see
+    :class:`ICAAlignment`); CKA is linear CKA on the evaluation rows.
+    """
+    A, B = check_pair(_as_numpy(A), _as_numpy(B))
     if not 0 < fit_fraction < 1:
         raise ValueError(f"fit_fraction must lie in (0, 1), got {fit_fraction}")
     n = A.shape[0]
@@ -316,19 +339,40 @@ def alignment_table(A, B, fit_fraction: float = 0.5, seed: int = 0,
     order = np.random.default_rng(seed).permutation(n)
     fit_idx, eval_idx = order[:n_fit], order[n_fit:]
     diameter = latent_diameter(B[eval_idx])
-    out: dict[str, float] = {}
+    errors, rows = {}, {}
+    ica_info = None
     for family in families:
-        ica_params = dict(max_components=ica_max_components, max_rows=ica_max_rows,
+        ica_params = dict(n_components=ica_components, max_rows=ica_max_rows,
                           max_iter=ica_max_iter) if family == "ica" else {}
         est = make_alignment(family, random_state=seed, **ica_params).fit(A[fit_idx], B[fit_idx])
-        out[family] = est.score(A[eval_idx], B[eval_idx], diameter=diameter)
-    if {"permutation", "rigid", "ica"} <= set(out):
-        out["ica_efficiency"] = ica_efficiency(out["permutation"], out["rigid"], out["ica"])
-    out["cka"] = linear_cka(A[eval_idx], B[eval_idx])
-    out["n_fit"] = int(n_fit)
-    out["n_eval"] = int(n - n_fit)
-    out["dim_a"], out["dim_b"] = int(A.shape[1]), int(B.shape[1])
-    return out
+        rows[family] = np.linalg.norm(est.transform(A[eval_idx]) - B[eval_idx], axis=1) / diameter
+        errors[family] = float(rows[family].mean())
+        if family == "ica":
+            ica_info = ((est.ica_A_.n_components_, est.ica_B_.n_components_),
+                        (est.ica_A_.variance_kept_, est.ica_B_.variance_kept_))
+    eff = (ica_efficiency(errors["permutation"], errors["rigid"], errors["ica"])
+           if {"permutation", "rigid", "ica"} <= set(errors) else float("nan"))
+    return AlignmentResult(errors=errors, row_errors=rows, ica_efficiency=eff,
+                           cka=linear_cka(A[eval_idx], B[eval_idx]), n_fit=int(n_fit),
+                           n_eval=int(n - n_fit), dim_a=int(A.shape[1]), dim_b=int(B.shape[1]),
+                           ica_components=None if ica_info is None else ica_info[0],
+                           ica_variance=None if ica_info is None else ica_info[1])
+
+
+def _as_numpy(X):
+    """numpy arrays pass through; torch tensors (any device) become numpy arrays."""
+    if hasattr(X, "detach") and hasattr(X, "cpu"):
+        return X.detach().cpu().numpy()
+    return X
+
+
+def alignment_table(A, B, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES,
+                    ica_components: float | int | str | None = ICA_COMPONENTS,
+                    ica_max_rows: int | None = None, ica_max_iter: int = 1000) -> dict:
+    """:func:`compare` as a flat dict (one error per family, efficiency, CKA, split sizes)."""
+    return compare(A, B, fit_fraction=fit_fraction, seed=seed, families=families,
+                   ica_components=ica_components, ica_max_rows=ica_max_rows,
+                   ica_max_iter=ica_max_iter).to_dict()
 
 
 def format_alignment_table(res: dict) -> str:

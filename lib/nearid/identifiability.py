@@ -53,7 +53,7 @@ def structural_scores(Z, U, fit_fraction: float = 0.5, seed: int = 0) -> dict[st
     n_fit = int(round(fit_fraction * n))
     fit, ev = order[:n_fit], order[n_fit:]
     diameter = latent_diameter(U[ev])
-    ica = WhitenedICA(random_state=seed).fit(Z[fit])
+    ica = WhitenedICA(n_components="all", random_state=seed).fit(Z[fit])  # codes have one axis per factor
     S = ica.transform(Z)
     table = alignment_table(Z, U, fit_fraction=fit_fraction, seed=seed, families=("rigid", "linear"))
     perm = SignedPermutationAlignment().fit(S[fit], U[fit])

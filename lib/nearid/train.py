@@ -21,6 +21,7 @@ class TrainResult:
 
     losses: list[float] = field(default_factory=list)  # mean loss per epoch
     seconds: float = 0.0
+    steps: int = 0  # optimiser steps taken
 
 
 def _as_tensor(X) -> torch.Tensor:
@@ -31,14 +32,19 @@ def _as_tensor(X) -> torch.Tensor:
 
 def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 1e-3,
         weight_decay: float = 0.0, seed: int = 0, device: str | torch.device = "cpu",
-        y=None, progress: bool = False, grad_clip: float | None = None) -> TrainResult:
+        y=None, progress: bool = False, grad_clip: float | None = None,
+        max_steps: int | None = None) -> TrainResult:
     """Train ``model`` on ``X`` (and labels ``y``) by minimising ``model.loss(batch)``.
 
     Shuffling uses its own generator seeded by ``seed``, so the run is reproducible on CPU
-    whatever else touched the global RNGs.
+    whatever else touched the global RNGs. ``max_steps`` stops after that many optimiser
+    steps in all (a dry run exercises a paper-scale configuration in seconds); the result's
+    ``steps`` counts the steps taken.
     """
     if epochs < 0 or batch_size < 1:
         raise ValueError(f"need epochs >= 0 and batch_size >= 1, got {epochs}, {batch_size}")
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
     device = torch.device(device)
     X = _as_tensor(X)
     Y = None if y is None else torch.as_tensor(np.asarray(y))
@@ -55,9 +61,13 @@ def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 
         epoch_iter = tqdm(epoch_iter, desc=type(model).__name__, leave=False)
     n = len(X)
     for _ in epoch_iter:
+        if max_steps is not None and result.steps >= max_steps:
+            break
         order = torch.randperm(n, generator=gen)
         total, count = 0.0, 0
         for i in range(0, n, batch_size):
+            if max_steps is not None and result.steps >= max_steps:
+                break
             idx = order[i:i + batch_size]
             xb = X[idx].to(device)
             batch = xb if Y is None else (xb, Y[idx].to(device))
@@ -67,6 +77,7 @@ def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 
             if grad_clip:
                 nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
             opt.step()
+            result.steps += 1
             total += float(loss.detach()) * len(idx)
             count += len(idx)
         result.losses.append(total / max(count, 1))

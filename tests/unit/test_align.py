@@ -65,7 +65,7 @@ def test_alignment_table_order_and_keys(codes):
     B = A @ random_orthogonal(4, rng) + 0.05 * rng.normal(size=A.shape)
     t = align.alignment_table(A, B, seed=1)
     assert set(t) == {"permutation", "rigid", "linear", "ica", "ica_efficiency", "cka", "n_fit", "n_eval",
-                      "dim_a", "dim_b"}
+                      "dim_a", "dim_b", "ica_components", "ica_variance"}
     assert t["n_fit"] + t["n_eval"] == len(A)
     assert t["permutation"] > t["rigid"] >= t["linear"] * 0.9
     assert 0.9 < t["cka"] <= 1.0

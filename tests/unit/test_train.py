@@ -40,3 +40,11 @@ def test_mlp_slopes_and_shapes():
         mlp([4])
     ae = MLPAutoencoder(6, 2, hidden=(5, 4), decoder_slope=0.1)
     assert ae(torch.zeros(3, 6)).shape == (3, 6) and ae.encode(torch.zeros(3, 6)).shape == (3, 2)
+
+
+def test_max_steps_stops_early_and_counts_steps():
+    X = torch.randn(100, 6)
+    full = fit(MLPAutoencoder(6, 2, hidden=(8,)), X, epochs=3, batch_size=10)
+    assert full.steps == 30
+    short = fit(MLPAutoencoder(6, 2, hidden=(8,)), X, epochs=3, batch_size=10, max_steps=2)
+    assert short.steps == 2 and len(short.losses) == 1

@@ -37,12 +37,34 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
+VERDICT_KEYS = ("claim", "estimate", "low", "high", "verdict", "n", "method", "paper", "section")
+COMPARISON_KEYS = ("table", "row", "column", "ours", "paper")
+
+
+def check_payload(payload: dict[str, Any]) -> None:
+    """The summary page reads every chapter's ``verdicts`` and ``paper_comparison``: refuse a
+    record it could not read, naming it, instead of a page that silently drops it."""
+    from nearid.verdicts import VERDICTS
+
+    for claim_id, rec in (payload.get("verdicts") or {}).items():
+        missing = [k for k in VERDICT_KEYS if k not in rec]
+        if missing:
+            raise ValueError(f"verdict {claim_id!r} lacks {missing} (build it with nearid.verdicts.claim)")
+        if rec["verdict"] not in VERDICTS:
+            raise ValueError(f"verdict {claim_id!r} is {rec['verdict']!r}; valid: {', '.join(VERDICTS)}")
+    for i, rec in enumerate(payload.get("paper_comparison") or []):
+        missing = [k for k in COMPARISON_KEYS if k not in rec]
+        if missing:
+            raise ValueError(f"paper_comparison[{i}] lacks {missing}")
+
+
 def save(results_path: str | os.PathLike | None, payload: dict[str, Any],
          params: dict[str, Any] | None = None, profile: str | None = None) -> None:
     """Write ``payload`` (plus ``profile`` and ``params``) as JSON; None path = no file.
 
     Returns nothing, so that a chapter's last cell does not print the whole payload.
     """
+    check_payload(payload)
     doc = dict(payload)
     if profile is not None:
         doc.setdefault("profile", profile)

@@ -180,9 +180,32 @@ def _annotate_parameters(nb_path: Path, chapter: Chapter, profile: str, override
     os.replace(tmp, nb_path)
 
 
+TASK_CACHE = Path(".cache") / "tasks"  # under the project root; NEARID_TASK_CACHE overrides
+
+
+@contextlib.contextmanager
+def _kernel_environment(root: Path, force: bool):
+    """What the chapter's kernel inherits: where finished sweep tasks are kept
+    (:mod:`nearid.tasks`), and whether ``--force`` asked to recompute them."""
+    saved = {k: os.environ.get(k) for k in ("NEARID_TASK_CACHE", "NEARID_FORCE")}
+    os.environ.setdefault("NEARID_TASK_CACHE", str(root / TASK_CACHE))
+    os.environ["NEARID_FORCE"] = "1" if force else "0"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def execute(chapter: Chapter, profile: str, params: dict[str, Any], overrides: dict[str, Any],
-            out_dir: Path, root: Path, key: str) -> dict[str, Any]:
-    """Run one chapter through papermill; move outputs into place only on success."""
+            out_dir: Path, root: Path, key: str, force: bool = False) -> dict[str, Any]:
+    """Run one chapter through papermill; move outputs into place only on success.
+
+    ``force`` makes the chapter recompute its sweep tasks instead of reusing finished ones.
+    """
     import jupytext
     import papermill as pm
 
@@ -198,10 +221,11 @@ def execute(chapter: Chapter, profile: str, params: dict[str, Any], overrides: d
     start = time.perf_counter()
     status, error = "ok", None
     try:
-        pm.execute_notebook(nb, str(tmp_nb), kernel_name=KERNELSPEC["name"], progress_bar=False,
-                            log_output=False, cwd=str(root),
-                            parameters={"profile": profile, "overrides": overrides,
-                                        "results_path": str(tmp_json)})
+        with _kernel_environment(root, force):
+            pm.execute_notebook(nb, str(tmp_nb), kernel_name=KERNELSPEC["name"], progress_bar=False,
+                                log_output=False, cwd=str(root),
+                                parameters={"profile": profile, "overrides": overrides,
+                                            "results_path": str(tmp_json)})
         if not tmp_json.is_file():
             raise ChapterFailed(chapter.key, None, "the chapter finished but wrote no results "
                                 "(call nearid.book.results.save(results_path, ...))", None)
@@ -257,7 +281,7 @@ def run_chapter(chapter: str, profile: str = "quick", overrides: dict[str, Any] 
     key = cache_key(ch, profile, params)
     if not force and is_cached(ch, key, out):
         return json.loads(_outputs(out, ch)["json"].read_text())
-    return execute(ch, profile, dict(params), overrides, out, root, key)
+    return execute(ch, profile, dict(params), overrides, out, root, key, force=force)
 
 
 def _worker_init(threads: int) -> None:
@@ -309,7 +333,7 @@ def run_book(profile: str = "quick", jobs: int = 1, only: list[str] | None = Non
         for ch in todo:
             bar.set_postfix_str(ch.key)
             try:
-                run_chapter(ch.key, profile, {}, out, True, root)
+                run_chapter(ch.key, profile, {}, out, force, root)
                 status[ch.key] = "ran"
             except ChapterFailed as exc:
                 status[ch.key] = "failed"
@@ -317,7 +341,7 @@ def run_book(profile: str = "quick", jobs: int = 1, only: list[str] | None = Non
             bar.update()
     elif todo:
         with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init, initargs=(threads,)) as pool:
-            futures = {pool.submit(_run_in_worker, (ch.key, profile, out, True, root)): ch for ch in todo}
+            futures = {pool.submit(_run_in_worker, (ch.key, profile, out, force, root)): ch for ch in todo}
             for fut in as_completed(futures):
                 ch = futures[fut]
                 try:

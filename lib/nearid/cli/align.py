@@ -16,10 +16,11 @@ import warnings
 
 import numpy as np
 
-from nearid.align import ICA_MAX_COMPONENTS, ICA_MAX_ITER, ICA_MAX_ROWS, alignment_table, format_alignment_table
+from nearid.align import ICA_COMPONENTS, ICA_MAX_ITER, ICA_MAX_ROWS, alignment_table, format_alignment_table
 from nearid.data.embedding_files import EmbeddingFileError, check_matrix, load_embeddings
 
-JSON_KEYS = ("permutation", "rigid", "linear", "ica", "ica_efficiency", "cka", "n_fit", "n_eval")
+JSON_KEYS = ("permutation", "rigid", "linear", "ica", "ica_efficiency", "cka", "n_fit", "n_eval",
+             "ica_components", "ica_variance")
 EXIT_BAD_INPUT = 2
 DESCRIPTION = ("Compare two embeddings of the same inputs: fit signed-permutation, rigid, "
                "linear and ICA maps from A to B on a fit split, report the mean l2 error on "
@@ -37,13 +38,29 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="share of rows used to fit the maps (default 0.5); the rest is held out")
     p.add_argument("--seed", type=int, default=0, help="seed of the split and of ICA (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    p.add_argument("--ica-components", type=int, default=ICA_MAX_COMPONENTS,
-                   help="whiten each side onto at most this many principal components before "
-                        f"ICA (default {ICA_MAX_COMPONENTS}; 0 = all)")
+    p.add_argument("--ica-components", type=_components, default=ICA_COMPONENTS,
+                   help="how many whitened components each side keeps before ICA: a share of the "
+                        "fit rows' variance in (0, 1], a count >= 1, or 'all' (default "
+                        f"{ICA_COMPONENTS}; at most one component per 10 fit rows)")
     p.add_argument("--ica-max-rows", type=int, default=ICA_MAX_ROWS,
                    help=f"fit ICA on at most this many fit rows (default {ICA_MAX_ROWS}; 0 = all)")
     p.set_defaults(func=run)
     return p
+
+
+def _components(text: str) -> float | int | str:
+    """--ica-components: 'all', an int >= 1, or a share in (0, 1]."""
+    if text == "all":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'all', a count or a share in (0, 1], got {text!r}") from None
+    if value.is_integer() and value >= 1:
+        return int(value)
+    if 0 < value <= 1:
+        return value
+    raise argparse.ArgumentTypeError(f"expected 'all', a count >= 1 or a share in (0, 1], got {text!r}")
 
 
 def _load(path: str, label: str) -> np.ndarray:
@@ -53,10 +70,10 @@ def _load(path: str, label: str) -> np.ndarray:
 
 
 def compute(a_path: str, b_path: str, fit_fraction: float = 0.5, seed: int = 0,
-            ica_components: int = ICA_MAX_COMPONENTS, ica_max_rows: int = ICA_MAX_ROWS) -> dict:
+            ica_components: float | int | str = ICA_COMPONENTS, ica_max_rows: int = ICA_MAX_ROWS) -> dict:
     """Load, validate and align; raises ValueError (incl. EmbeddingFileError) on bad input."""
-    if ica_components < 0 or ica_max_rows < 0:
-        raise ValueError("--ica-components and --ica-max-rows must be >= 0 (0 = no bound)")
+    if ica_max_rows < 0:
+        raise ValueError("--ica-max-rows must be >= 0 (0 = no bound)")
     A = _load(a_path, "A")
     B = _load(b_path, "B")
     if A.shape[0] != B.shape[0]:
@@ -68,7 +85,7 @@ def compute(a_path: str, b_path: str, fit_fraction: float = 0.5, seed: int = 0,
 
     with threadpool_limits(limits=1):
         table = alignment_table(A, B, fit_fraction=fit_fraction, seed=seed,
-                                ica_max_components=ica_components or None,
+                                ica_components=ica_components,
                                 ica_max_rows=ica_max_rows or None, ica_max_iter=ICA_MAX_ITER)
     return {k: table.get(k, float("nan")) for k in JSON_KEYS} | {"dim_a": A.shape[1],
                                                                  "dim_b": B.shape[1]}

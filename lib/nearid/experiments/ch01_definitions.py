@@ -50,7 +50,7 @@ def ica_amari_sweep(*, sample_sizes, sources, dim: int, repeats: int, seed: int 
                 X = S @ A.T
                 with warnings.catch_warnings():  # Gaussian sources need not converge: recorded
                     warnings.simplefilter("ignore")
-                    ica = WhitenedICA(random_state=r, max_iter=2000).fit(X)
+                    ica = WhitenedICA(n_components="all", random_state=r, max_iter=2000).fit(X)
                 rows.append({"source": kind, "n": n, "repeat": r, "converged": ica.converged_,
                              "amari": amari_distance(ica.unmixing_, A)})
     return pd.DataFrame(rows)

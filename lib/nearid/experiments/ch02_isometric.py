@@ -86,7 +86,7 @@ def run_blob_experiment(*, size: int, n_train: int, n_test: int, epochs: int, hi
     scores = structural_scores(Z, Ut, seed=seed)
     from nearid.ica import WhitenedICA
 
-    S = WhitenedICA(random_state=seed).fit(Z).transform(Z)
+    S = WhitenedICA(n_components="all", random_state=seed).fit(Z).transform(Z)
     return {"scores": scores, "codes": Z, "ica_codes": S, "factors": Ut,
             "train_loss": res.losses[-1], "seconds": res.seconds,
             "test_mse": float(np.mean((predict(model, Xt, device=device) - Xt) ** 2))}

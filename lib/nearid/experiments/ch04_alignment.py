@@ -262,7 +262,7 @@ ORDER = ("permutation", "ica", "rigid", "linear")  # the paper's ordering, worst
 
 
 def table1(pairs: dict[str, Pair], *, fit_fraction: float = 0.5, seed: int = 0,
-           ica_max_components: int | None = None, ica_max_rows: int | None = None,
+           ica_components: float | int | str | None = 0.95, ica_max_rows: int | None = None,
            ica_max_iter: int = 1000):
     """One row of Table 1 per pair (a pandas DataFrame indexed by pair name)."""
     import pandas as pd
@@ -275,7 +275,7 @@ def table1(pairs: dict[str, Pair], *, fit_fraction: float = 0.5, seed: int = 0,
     for name, pair in pairs.items():
         with threadpool_limits(limits=1):  # see nearid.cli.align.compute: faster, same numbers
             rows[name] = alignment_table(pair.A, pair.B, fit_fraction=fit_fraction, seed=seed,
-                                         ica_max_components=ica_max_components,
+                                         ica_components=ica_components,
                                          ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter)
         rows[name]["dim_a"], rows[name]["dim_b"] = pair.A.shape[1], pair.B.shape[1]
     return pd.DataFrame.from_dict(rows, orient="index")

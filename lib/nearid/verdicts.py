@@ -1,0 +1,128 @@
+"""Verdicts that survive another machine: a claim holds, fails or is inconclusive by a paired
+comparison with a 95% interval, never by a strict ``>`` between two means.
+
+Every claim the book tests is a statement "the mean of a paired difference d is above a
+threshold" (ICA error below the permutation error on the same rows, AE + ICA above AE on the
+same seed, ...). :func:`paired_difference` estimates the mean of d with an interval; the
+verdict is *holds* when the whole interval lies above the threshold, *fails* when it lies
+below, and *inconclusive* when it contains it. Floating-point results differ in the third
+decimal between CPUs; a verdict decided this way does not flip with them unless the
+interval touches the threshold, and then it says "inconclusive" instead of guessing.
+
+Intervals:
+
+* ``method="bootstrap"`` -- percentile bootstrap of the mean over the paired units
+  (evaluation rows, guides, folds), seeded, for many units;
+* ``method="t"`` -- Student's t interval of the mean, for few units (seeds);
+* :func:`bootstrap_statistic` -- any statistic of jointly resampled rows (a Spearman
+  correlation), percentile interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats
+
+VERDICTS = ("holds", "fails", "inconclusive")
+CONFIDENCE = 0.95
+N_BOOT = 2000
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One claim decided: the estimate, its interval, and holds / fails / inconclusive."""
+
+    estimate: float
+    low: float
+    high: float
+    verdict: str
+    n: int
+    method: str
+    threshold: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return (f"{self.verdict}: {self.estimate:.3g} [{self.low:.3g}, {self.high:.3g}] "
+                f"(95% {self.method} interval, n = {self.n})")
+
+
+def decide(low: float, high: float, threshold: float = 0.0) -> str:
+    """holds if the interval lies above ``threshold``, fails if below, else inconclusive."""
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return "inconclusive"
+    if low > threshold:
+        return "holds"
+    if high < threshold:
+        return "fails"
+    return "inconclusive"
+
+
+def mean_interval(values, *, method: str = "bootstrap", confidence: float = CONFIDENCE,
+                  n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, float]:
+    """(mean, low, high) of ``values`` with a ``confidence`` interval by ``method``."""
+    x = np.asarray(values, dtype=np.float64).ravel()
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    est = float(x.mean())
+    if x.size == 1 or np.ptp(x) == 0:
+        return est, (est if x.size > 1 else float("-inf")), (est if x.size > 1 else float("inf"))
+    alpha = 1 - confidence
+    if method == "t":
+        half = stats.t.ppf(1 - alpha / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+        return est, est - half, est + half
+    if method == "bootstrap":
+        rng = np.random.default_rng(seed)
+        means = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(1)
+        low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+        return est, float(low), float(high)
+    raise ValueError(f"method must be 'bootstrap' or 't', got {method!r}")
+
+
+def paired_difference(a, b=None, *, threshold: float = 0.0, method: str = "bootstrap",
+                      confidence: float = CONFIDENCE, n_boot: int = N_BOOT, seed: int = 0) -> Verdict:
+    """Decide "mean(a - b) > threshold" (or "mean(a) > threshold" when ``b`` is None).
+
+    ``a`` and ``b`` are paired: entry i of both comes from the same unit (row, seed, guide).
+    """
+    a = np.asarray(a, dtype=np.float64).ravel()
+    d = a if b is None else a - np.asarray(b, dtype=np.float64).ravel()
+    est, low, high = mean_interval(d, method=method, confidence=confidence, n_boot=n_boot, seed=seed)
+    return Verdict(est, low, high, decide(low, high, threshold), int(np.isfinite(d).sum()), method, threshold)
+
+
+def bootstrap_statistic(statistic: Callable[..., float], *arrays, threshold: float = 0.0,
+                        confidence: float = CONFIDENCE, n_boot: int = N_BOOT, seed: int = 0) -> Verdict:
+    """Decide "statistic(*arrays) > threshold", resampling the rows of all arrays jointly."""
+    arrays = [np.asarray(x) for x in arrays]
+    n = len(arrays[0])
+    if any(len(x) != n for x in arrays):
+        raise ValueError("the arrays must have the same number of rows")
+    est = float(statistic(*arrays))
+    rng = np.random.default_rng(seed)
+    boots = np.array([statistic(*[x[idx] for x in arrays])
+                      for idx in rng.integers(0, n, size=(n_boot, n))], dtype=np.float64)
+    boots = boots[np.isfinite(boots)]
+    alpha = 1 - confidence
+    if boots.size < n_boot // 2:
+        low = high = float("nan")
+    else:
+        low, high = (float(v) for v in np.quantile(boots, [alpha / 2, 1 - alpha / 2]))
+    return Verdict(est, low, high, decide(low, high, threshold), n, "bootstrap", threshold)
+
+
+def claim(verdict: Verdict, text: str, *, section: str, paper: float | str | None = None,
+          ours_label: str | None = None) -> dict:
+    """The JSON record of one claim, as every chapter stores it under ``verdicts``.
+
+    ``text`` states the claim in words; ``section`` is the MyST label of the chapter section
+    that decides it (the summary page links there); ``paper`` is the paper's number for the
+    same quantity, when it prints one.
+    """
+    return {"claim": text, **verdict.to_dict(), "paper": paper, "section": section,
+            "ours_label": ours_label}
