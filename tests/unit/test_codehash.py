@@ -36,7 +36,7 @@ def test_unparsable_code_depends_on_everything(tmp_path):
 
 def test_real_chapters_cover_their_own_code_only(root):
     code = {ch.key: set(runner.chapter_code(ch)) for ch in runner.list_chapters(root)}
-    assert len(code) == 6
+    assert len(code) == 7
     for key, modules in code.items():
         assert not any(m.startswith("nearid.cli") for m in modules), key
         assert "nearid.book.runner" not in modules

@@ -102,10 +102,27 @@ def chapter_code(chapter: Chapter) -> dict[str, Path]:
                                    extra_roots=[profiles.module_name(chapter.key)], package_dir=LIB_DIR)
 
 
-def cache_key(chapter: Chapter, profile: str, params: dict[str, Any]) -> str:
-    """sha256 of the chapter source, profile, resolved parameters, the code it imports
-    (:func:`chapter_code`), the installed package versions and the Python version."""
+def reads(chapter: Chapter) -> tuple[str, ...]:
+    """Chapters whose results this one reads (the summary reads every chapter's JSON)."""
+    return tuple(profiles.READS.get(chapter.key, ()))
+
+
+def _inputs_digest(chapter: Chapter, out_dir: Path | None) -> str:
+    """sha256 of the results files a chapter reads: when one changes, the chapter is stale."""
     h = hashlib.sha256()
+    for name in reads(chapter):
+        path = (out_dir or Path()) / f"{name}.json"
+        h.update(name.encode() + b"\0" + (path.read_bytes() if out_dir and path.is_file() else b"missing"))
+    return h.hexdigest()
+
+
+def cache_key(chapter: Chapter, profile: str, params: dict[str, Any], out_dir: Path | None = None) -> str:
+    """sha256 of the chapter source, profile, resolved parameters, the code it imports
+    (:func:`chapter_code`), the results of other chapters it reads, the installed package
+    versions and the Python version."""
+    h = hashlib.sha256()
+    if reads(chapter):
+        h.update(_inputs_digest(chapter, out_dir).encode())
     h.update(chapter.source.read_bytes())
     h.update(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode())
     h.update(codehash.digest_files(chapter_code(chapter).values(), package_dir=LIB_DIR).encode())
@@ -278,7 +295,7 @@ def run_chapter(chapter: str, profile: str = "quick", overrides: dict[str, Any] 
     overrides = dict(overrides or {})
     params = profiles.resolve(ch.key, profile, overrides)  # fails fast on bad input
     out = Path(out_dir) if out_dir else default_out_dir(root)
-    key = cache_key(ch, profile, params)
+    key = cache_key(ch, profile, params, out)
     if not force and is_cached(ch, key, out):
         return json.loads(_outputs(out, ch)["json"].read_text())
     return execute(ch, profile, dict(params), overrides, out, root, key, force=force)
@@ -318,6 +335,9 @@ def run_book(profile: str = "quick", jobs: int = 1, only: list[str] | None = Non
     chapters = list_chapters(root)
     if only:
         chapters = [get_chapter(name, root) for name in only]
+    # chapters that read other chapters' results (the summary) run after those, one by one
+    later = [ch for ch in chapters if reads(ch)]
+    chapters = [ch for ch in chapters if not reads(ch)]
     todo, status = [], {}
     for ch in chapters:
         params = profiles.resolve(ch.key, profile)
@@ -326,8 +346,8 @@ def run_book(profile: str = "quick", jobs: int = 1, only: list[str] | None = Non
         else:
             todo.append(ch)
     failures: list[str] = []
-    bar = tqdm(total=len(chapters), desc=f"chapters ({profile})", unit="ch", disable=not progress,
-               file=sys.stderr, initial=len(chapters) - len(todo))
+    bar = tqdm(total=len(chapters) + len(later), desc=f"chapters ({profile})", unit="ch",
+               disable=not progress, file=sys.stderr, initial=len(chapters) - len(todo))
     threads = max(1, (os.cpu_count() or 1) // jobs)
     if jobs == 1:
         for ch in todo:
@@ -352,6 +372,18 @@ def run_book(profile: str = "quick", jobs: int = 1, only: list[str] | None = Non
                 if message:
                     failures.append(message)
                 bar.update()
+    for ch in later:
+        bar.set_postfix_str(ch.key)
+        if not force and is_cached(ch, cache_key(ch, profile, profiles.resolve(ch.key, profile), out), out):
+            status[ch.key] = "cached"
+        else:
+            try:
+                run_chapter(ch.key, profile, {}, out, force, root)
+                status[ch.key] = "ran"
+            except ChapterFailed as exc:
+                status[ch.key] = "failed"
+                failures.append(str(exc))
+        bar.update()
     bar.close()
     write_run_report(out)
     if failures:

@@ -1,8 +1,9 @@
 """Named parameter sets per chapter: ``smoke`` (tests), ``quick`` (default book), ``full``.
 
 Each chapter ``NN_slug`` has one module here, ``chNN_slug.py``, holding its three profiles
-(``PROFILES``), what each parameter accepts (``CONSTRAINTS``, see :mod:`nearid.book.params`)
-and checks across parameters (``RULES``). A chapter reads its parameters with
+(``PROFILES``), what each parameter accepts (``CONSTRAINTS``, see :mod:`nearid.book.params`),
+checks across parameters (``RULES``) and, for the summary, the chapters whose results it
+reads (``READS``). A chapter reads its parameters with
 :func:`resolve`, which validates the profile name, every override's name and every value
 before any work starts, and says what is allowed when something is not. The runner calls the
 same function, so a bad ``-p`` fails at once instead of minutes into a run.
@@ -32,8 +33,8 @@ def module_name(chapter_key: str) -> str:
     return f"{__name__}.ch{chapter_key}"
 
 
-def _load() -> tuple[dict, dict, dict]:
-    chapters, constraints, rules = {}, {}, {}
+def _load() -> tuple[dict, dict, dict, dict]:
+    chapters, constraints, rules, reads = {}, {}, {}, {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if not (info.name.startswith("ch") and info.name[2:4].isdigit()):
             continue
@@ -42,13 +43,15 @@ def _load() -> tuple[dict, dict, dict]:
         chapters[key] = module.PROFILES
         constraints[key] = module.CONSTRAINTS
         rules[key] = list(getattr(module, "RULES", []))
-    return chapters, constraints, rules
+        reads[key] = tuple(getattr(module, "READS", ()))
+    return chapters, constraints, rules, reads
 
 
 CHAPTERS: dict[str, dict[str, dict[str, Any]]]
 CONSTRAINTS: dict[str, dict[str, Constraint]]
 RULES: dict[str, list[Rule]]
-CHAPTERS, CONSTRAINTS, RULES = _load()
+READS: dict[str, tuple[str, ...]]  # chapters whose results a chapter reads (run before it)
+CHAPTERS, CONSTRAINTS, RULES, READS = _load()
 
 
 class Params(dict):

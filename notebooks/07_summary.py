@@ -1,0 +1,96 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# (summary)=
+# # Summary: what reproduced
+#
+# Every chapter tests claims of the paper on its own data and models and decides each one
+# from a paired comparison with a 95% interval: a claim **holds** when the whole interval
+# lies on the paper's side, **fails** when it lies on the other side, and is
+# **inconclusive** when it contains the threshold. This page is computed from the chapters'
+# results files when the book is built; nothing on it is typed, so it cannot disagree with
+# the chapters. Each verdict links to the section of its chapter that decides it, where the
+# protocol, the numbers and our reading of any difference from the paper are given.
+#
+# Where our setting differs from the paper's (procedural analogues of the disentanglement
+# datasets, a simulated cell screen, small models trained on a CPU in the `quick` profile),
+# the chapter says so beside the numbers; the last column says which profile produced each
+# row.
+
+# %% tags=["parameters", "remove-cell"]
+profile = "quick"
+overrides = {}
+results_path = None
+
+# %% tags=["remove-cell"]
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+from IPython.display import Markdown, display
+
+from nearid.book import plotting, results, scorecard
+from nearid.book.profiles import READS, resolve
+from nearid.book.results import glue
+
+P = resolve("07_summary", profile, overrides)
+plotting.use_style()
+folder = Path(results_path).parent if results_path else Path("book/executed")
+chapter_results = scorecard.load_results(folder, READS["07_summary"])
+claims = scorecard.claims_table(chapter_results)
+comparison = scorecard.comparison_table(chapter_results)
+counts = scorecard.verdict_counts(claims)
+missing = [k for k, v in chapter_results.items() if v is None]
+glue("n_claims", len(claims))
+for verdict, k in counts.items():
+    glue(f"n_{verdict}", k)
+glue("n_numbers", len(comparison))
+glue("missing", ", ".join(missing) if missing else "none")
+
+# %% [markdown]
+# ## The claims
+#
+# Of {glue:text}`n_claims` claims tested, {glue:text}`n_holds` hold,
+# {glue:text}`n_inconclusive` are inconclusive and {glue:text}`n_fails` fail. Chapters
+# without results when this page was built: {glue:text}`missing`. "paper" is the paper's
+# number for the same quantity where it prints one; "ours" is our estimate, with its 95%
+# interval.
+
+# %% tags=["remove-input"]
+display(Markdown(scorecard.to_markdown(claims)))
+
+# %% [markdown]
+# ## Every number of Tables 1-4, ours against the paper's
+#
+# {numref}`fig-07-tables` puts each of the {glue:text}`n_numbers` numbers of the paper's
+# Tables 1-4 that a chapter measured beside the paper's value. Points on the diagonal agree;
+# the chapters explain the distance from it (smaller models, procedural or simulated data,
+# CPU budgets).
+
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Ours against the paper's, for every number of Tables 1-4 a chapter measured (Table 1: alignment errors; Table 2: InfoM, InfoE, InfoC; Table 3: AUROC and sparsity; Table 4: concentration). The grey line is equality.", "name": "fig-07-tables"}}
+fig, ax = plt.subplots(figsize=(5.6, 5.2))
+if len(comparison):
+    sns.scatterplot(data=comparison, x="paper", y="ours", hue="table", style="table", s=40, ax=ax)
+    lo = min(comparison.paper.min(), comparison.ours.min(), 0.0)
+    hi = max(comparison.paper.max(), comparison.ours.max(), 1.0)
+    ax.plot([lo, hi], [lo, hi], color=plotting.PAPER_COLOR, lw=1, zorder=0)
+    ax.set(xlim=(lo, hi), ylim=(lo, hi))
+ax.set(xlabel="the paper's number", ylabel="ours", aspect="equal")
+plt.show()
+
+# %% tags=["remove-cell"]
+results.save(results_path, {
+    "counts": counts, "n_claims": len(claims), "missing": missing,
+    "claims": claims.drop(columns=["claim"]).to_dict(orient="records"),
+    "n_paper_numbers": len(comparison),
+}, params=P, profile=profile)
