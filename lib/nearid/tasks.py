@@ -15,9 +15,12 @@ finished in, whichever executor ran them:
 ``"dask"``
     a Dask distributed scheduler that already runs (``dask scheduler`` and ``dask worker``,
     or a ``distributed.LocalCluster``): ``scheduler`` is its address or a
-    ``distributed.Client``. A task with ``gpu=True`` asks for the worker resource
-    ``GPU: 1``, so it runs only on workers started with ``--resources "GPU=1"``, one task
-    per GPU at a time. We write no scheduler, queue or worker protocol of our own.
+    ``distributed.Client``; ``"local"`` starts a ``LocalCluster`` of ``workers`` processes
+    for the one call (a convenience on one machine). A task with ``gpu=True`` asks for the
+    worker resource ``GPU: 1``, so it runs only on workers started with ``--resources
+    "GPU=1"``, one task per GPU at a time (on a cluster where no worker offers a GPU it runs
+    on any worker, with a line saying so, instead of waiting for ever). We write no
+    scheduler, queue or worker protocol of our own.
 
 Every worker process (both pools) runs with one torch/BLAS thread and with the caller's
 ``torch.use_deterministic_algorithms`` setting, so a seeded task returns the same numbers as
@@ -66,6 +69,7 @@ EXECUTORS = ("inprocess", "processes", "dask")
 ENV_EXECUTOR, ENV_SCHEDULER, ENV_WORKERS = "NEARID_EXECUTOR", "NEARID_SCHEDULER", "NEARID_WORKERS"
 ENV_CACHE, ENV_FORCE = "NEARID_TASK_CACHE", "NEARID_FORCE"
 GPU_RESOURCE = "GPU"  # the Dask worker resource a gpu=True task asks one of
+LOCAL_SCHEDULER = "local"  # scheduler="local": a LocalCluster started for one run_tasks call
 WORKER_THREADS = 1  # torch and BLAS threads per worker process
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NEARID_NUM_THREADS")
 # Packages whose version a worker must share with the caller (their results are cached under
@@ -405,9 +409,23 @@ def _processes(jobs: list[_Job], *, workers: int, setup: WorkerSetup, versions: 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _dask(jobs: list[_Job], *, scheduler: Any, setup: WorkerSetup, versions: dict[str, str],
-          **_) -> Iterator[tuple[int, Any]]:
+def _cluster_has_gpus(client, say: Callable[[str], None]) -> bool:
+    """Whether gpu tasks should ask for the ``GPU`` resource: yes when a connected worker
+    offers one. On a cluster without any (CPU workers only) they would wait for ever, so they
+    then run on any worker, and we say so. Waits for the first worker to connect."""
+    client.wait_for_workers(1)
+    offers = [w.get("resources", {}).get(GPU_RESOURCE, 0) for w in client.scheduler_info()["workers"].values()]
+    if not any(offers):
+        say(f"no Dask worker offers a {GPU_RESOURCE} resource: tasks marked gpu run on any worker "
+            f"(start GPU workers with --resources \"{GPU_RESOURCE}=1\")")
+    return any(offers)
+
+
+def _dask(jobs: list[_Job], *, scheduler: Any, workers: int, setup: WorkerSetup, versions: dict[str, str],
+          say: Callable[[str], None] = print, **_) -> Iterator[tuple[int, Any]]:
     """Submit every task to a running Dask scheduler; gpu tasks ask for one ``GPU`` resource.
+    ``scheduler="local"`` starts a ``distributed.LocalCluster`` of ``workers`` processes (one
+    thread and one ``GPU`` resource each) for this call only.
 
     On the first failure, results that already came back are kept, the remaining tasks are
     cancelled (running ones are abandoned: Dask cannot stop a running function) and the
@@ -417,8 +435,13 @@ def _dask(jobs: list[_Job], *, scheduler: Any, setup: WorkerSetup, versions: dic
     except ImportError as exc:
         raise RuntimeError("executor 'dask' needs the packages dask and distributed "
                            "(pip install 'dask[distributed]')") from exc
+    cluster = None
     if isinstance(scheduler, distributed.Client):
         client, own = scheduler, False
+    elif scheduler == LOCAL_SCHEDULER:
+        cluster = distributed.LocalCluster(n_workers=max(1, min(workers, len(jobs))), processes=True,
+                                           threads_per_worker=1, resources={GPU_RESOURCE: 1}, dashboard_address=":0")
+        client, own = distributed.Client(cluster), True
     else:
         if not scheduler:
             raise ValueError(f"executor 'dask' needs a scheduler address: pass scheduler= (a chapter: "
@@ -428,11 +451,12 @@ def _dask(jobs: list[_Job], *, scheduler: Any, setup: WorkerSetup, versions: dic
         except (OSError, TimeoutError) as exc:
             raise RuntimeError(f"cannot connect to the Dask scheduler at {scheduler}: {exc}") from exc
     try:
+        gpu = any(job.task.gpu for job in jobs) and _cluster_has_gpus(client, say)
         futures = {}
         for j, job in enumerate(jobs):
             name = (job.task.kind or job.task.fn.__name__).replace("-", "_")
             fut = client.submit(execute_task, job.task, job.code, setup, versions, key=f"nearid_{name}-{job.key}",
-                                resources={GPU_RESOURCE: 1} if job.task.gpu else None)
+                                resources={GPU_RESOURCE: 1} if job.task.gpu and gpu else None)
             futures[fut] = j
         pending = set(futures)
         for fut in distributed.as_completed(list(futures)):
@@ -452,6 +476,8 @@ def _dask(jobs: list[_Job], *, scheduler: Any, setup: WorkerSetup, versions: dic
     finally:
         if own:
             client.close()
+        if cluster is not None:
+            cluster.close()
 
 
 _BACKENDS = {"inprocess": _inprocess, "processes": _processes, "dask": _dask}
@@ -471,9 +497,10 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
     """Run every task (or reuse its cached result); results in the order of ``tasks``.
 
     ``executor``: "inprocess", "processes", "dask", or "auto"/None for ``$NEARID_EXECUTOR``
-    (else in-process). ``scheduler`` (dask): an address such as "tcp://host:8786" or a
-    ``distributed.Client``; default ``$NEARID_SCHEDULER``. ``workers`` (processes): pool
-    size, default ``$NEARID_WORKERS`` else one per core. ``cache_dir``: default
+    (else in-process). ``scheduler`` (dask): an address such as "tcp://host:8786", a
+    ``distributed.Client``, or "local" (a LocalCluster for this call); default
+    ``$NEARID_SCHEDULER``. ``workers`` (processes, and a local cluster): how many worker
+    processes, default ``$NEARID_WORKERS`` else one per core. ``cache_dir``: default
     ``$NEARID_TASK_CACHE``, else no cache. ``force``: recompute cached tasks (default
     ``$NEARID_FORCE``). ``progress``: a bar over tasks on stderr; by default shown except
     inside a notebook kernel. ``log`` receives each finished task's label (when no bar is
@@ -535,7 +562,7 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
     start = time.perf_counter()
     try:
         if jobs:
-            backend = _BACKENDS[executor](jobs, scheduler=scheduler, workers=workers,
+            backend = _BACKENDS[executor](jobs, scheduler=scheduler, workers=workers, say=say,
                                           setup=WorkerSetup.like_caller(), versions=_key_versions())
             for j, result in backend:
                 job = jobs[j]
@@ -553,8 +580,9 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
     finally:
         if bar is not None:
             bar.close()
-    notes = [f"{time.perf_counter() - start:.0f} s", executor if executor != "processes"
-             else f"processes x{max(1, min(workers, len(jobs)))}"]
+    pool = f" x{max(1, min(workers, len(jobs)))}"
+    notes = [f"{time.perf_counter() - start:.0f} s",
+             executor + (pool if executor == "processes" or scheduler == LOCAL_SCHEDULER else "")]
     if damaged:
         notes.append(f"{damaged} damaged cache entr{'y' if damaged == 1 else 'ies'} recomputed")
     if cleaned:

@@ -64,3 +64,18 @@ def test_a_chapter_sweep_resumes_and_forces_through_the_runner(project):
     runner.run_chapter("97", "smoke", {"n": 4}, root=project, force=True)
     assert "4 tasks: 0 reused, 4 computed" in _outputs(project)[0], "--force recomputes the tasks"
     assert json.loads((project / "book" / "executed" / "97_sweep.json").read_text())["xs"] == [0, 1, 2, 3]
+
+
+def test_scale_out_parameters_check_their_values():
+    from nearid.book.params import InvalidParameterError
+    from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCHEDULER
+
+    for ok in ("", "local", "tcp://127.0.0.1:8786", "node7:8786", "tls://gpu-3.cluster:8786"):
+        assert SCHEDULER.check("scheduler", ok) == ok
+    for bad in ("tcp:/host", "tcp://host:port", "two words", 8786):
+        with pytest.raises(InvalidParameterError, match="Dask scheduler address"):
+            SCHEDULER.check("scheduler", bad)
+    assert EXECUTOR.check("executor", "processes") == "processes"
+    with pytest.raises(InvalidParameterError):
+        EXECUTOR.check("executor", "threads")
+    assert DRY_RUN.check("dry_run", True) is True

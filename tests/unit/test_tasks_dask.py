@@ -24,7 +24,7 @@ def cluster():
     """Two worker processes with one thread and one (pretend) GPU each, as `dask worker
     --nworkers 2 --nthreads 1 --resources GPU=1` would start them."""
     with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, resources={GPU_RESOURCE: 1},
-                                  dashboard_address=None) as c:
+                                  dashboard_address=":0") as c:
         yield c
 
 
@@ -136,3 +136,22 @@ def test_unreachable_scheduler_is_an_error_that_names_it():
         with pytest.raises(RuntimeError, match="tcp://127.0.0.1:9"):
             run_tasks([Task(tf.flaky, {"x": 0})], executor="dask", scheduler="tcp://127.0.0.1:9", log=None,
                       progress=False)
+
+
+def test_a_local_cluster_for_one_call(tmp_path):
+    """scheduler="local": a LocalCluster of `workers` processes, started and closed by the call."""
+    lines = []
+    out = run_tasks(_flaky(tmp_path), executor="dask", scheduler="local", workers=2, log=lines.append, progress=False)
+    assert [r["x"] for r in out] == list(range(6))
+    assert "6 tasks: 0 reused, 6 computed" in lines[-1] and "dask x2" in lines[-1]
+
+
+def test_gpu_tasks_on_a_cluster_without_gpus_run_anyway_and_say_so(tmp_path):
+    """CPU-only workers (as `dask worker ... --nworkers 2 --nthreads 1` starts them): a GPU
+    request would hold the tasks for ever, so it is dropped, with a line saying so."""
+    with distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=1, dashboard_address=":0") as c:
+        lines = []
+        out = run_tasks([Task(tf.where_am_i, {"x": i}, gpu=True) for i in range(2)], executor="dask",
+                        scheduler=c.scheduler_address, log=lines.append, progress=False)
+    assert [r["resources"] for r in out] == [{}, {}]
+    assert any("no Dask worker offers a GPU resource" in line for line in lines)
