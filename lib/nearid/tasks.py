@@ -317,21 +317,35 @@ def prepare_worker(setup: WorkerSetup = WorkerSetup()) -> None:
         if setup.deterministic is not None:
             torch.use_deterministic_algorithms(setup.deterministic, warn_only=setup.warn_only)
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    if _LIMITED.get(setup.threads) == len(sys.modules):
+        return  # no module loaded since the BLAS limit was last set
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # numpy then reads the variables above when it loads BLAS
         return
     threadpool_limits(setup.threads)
+    _LIMITED[setup.threads] = len(sys.modules)
+
+
+_LIMITED: dict[int, int] = {}  # threads -> how many modules were loaded when BLAS was limited to it
+
+
+_KEY_VERSIONS: dict[str, str] = {}
 
 
 def _key_versions() -> dict[str, str]:
+    """Versions of CHECKED_PACKAGES and Python, read once per process (the modules a process
+    has imported do not change when someone installs another version)."""
+    if _KEY_VERSIONS:
+        return dict(_KEY_VERSIONS)
     found = {"python": platform.python_version()}
     for name in CHECKED_PACKAGES:
         try:
             found[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             found[name] = "absent"
-    return found
+    _KEY_VERSIONS.update(found)
+    return dict(found)
 
 
 _WORKER_CODE: dict[str, str] = {}  # module -> code digest when this process first ran it

@@ -52,6 +52,14 @@ def _outputs(project) -> tuple[str, str]:
             "".join(o["text"] for o in streams if o["name"] == "stderr"))
 
 
+def test_a_chapter_sweep_on_a_process_pool_from_the_kernel(project, monkeypatch):
+    """Spawned workers started from inside a papermill kernel (its __main__ is ipykernel's)."""
+    monkeypatch.setenv("NEARID_EXECUTOR", "processes")
+    monkeypatch.setenv("NEARID_WORKERS", "2")
+    assert runner.run_chapter("97", "smoke", root=project)["xs"] == [0, 1, 2]
+    assert "3 tasks: 0 reused, 3 computed" in _outputs(project)[0] and "processes x2" in _outputs(project)[0]
+
+
 def test_a_chapter_sweep_resumes_and_forces_through_the_runner(project):
     res = runner.run_chapter("97", "smoke", root=project)
     assert res["xs"] == [0, 1, 2]

@@ -71,20 +71,25 @@ def _cmd_params(args) -> int:
 
 def _cmd_plan(args) -> int:
     """`nearid plan`: estimate the time and memory of chapters' sweeps (nearid.planning)."""
-    from nearid import planning
-    from nearid.book import profiles
+    import os
 
+    from nearid import planning
+    from nearid.book import profiles, runner
+
+    json_path = Path(args.json).resolve() if args.json else None
+    os.chdir(runner.find_root())  # tasks read data/ relative to the project, as in a chapter's kernel
     overrides = dict(profiles.parse_override(p) for p in args.param)
     keys = [profiles.chapter_key(c) for c in args.chapter] or list(profiles.CHAPTERS)
     params = {key: profiles.resolve(key, args.profile, overrides) for key in keys}  # fails fast
+    steps = planning.parse_steps(args.steps)
     print(f"timing {args.steps.replace(',', ' and ')} optimisation steps of one task of each kind "
           f"(profile {args.profile}); tasks only, not the chapters' own cells", flush=True)
-    report = planning.plan_chapters(params, steps=planning.parse_steps(args.steps), timeout=args.timeout,
+    report = planning.plan_chapters(params, steps=steps, timeout=args.timeout,
                                     workers=args.workers,
                                     progress=lambda line: print(line, file=sys.stderr, flush=True))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"profile": args.profile, "overrides": overrides, **report},
-                                              indent=1, default=str) + "\n")
+    if json_path:
+        json_path.write_text(json.dumps({"profile": args.profile, "overrides": overrides, **report},
+                                        indent=1, default=str) + "\n")
     return 0 if report["complete"] else 1
 
 
