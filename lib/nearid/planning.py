@@ -18,7 +18,7 @@ A kind's estimate is ``once + sum over its tasks of (setup + steps * per_step)``
 running them one after another: divide by the number of workers for a pool or a cluster
 (the tasks are independent). A task without ``steps`` (or whose function takes no
 ``max_steps``) is run once whole and counted at that time for each task of its kind. Peak
-memory is the peak resident set size of that process (``getrusage``), and on a GPU
+memory is the peak resident set size of that process (``VmHWM``), and on a GPU
 ``torch.cuda.max_memory_allocated``: what each worker needs, not the sum.
 
 Estimates come from the machine it runs on, under its current load; they cover the tasks
@@ -99,7 +99,19 @@ def takes_max_steps(task: Task) -> bool:
         return False
 
 
-def _peak_rss_mb() -> float:
+def _rss_mb(field: str) -> float:
+    """This process's resident set: ``VmHWM`` (peak) or ``VmRSS`` (now) from /proc on Linux.
+
+    Not ``getrusage``'s ``ru_maxrss`` there: Linux carries it over ``execve`` from the
+    process that forked us, so a child of a 700 MB parent would start at 700 MB. Elsewhere
+    (macOS) ``ru_maxrss`` it is, for both (a fresh process is small at the start anyway)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2 ** 20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
 
@@ -111,7 +123,7 @@ def _measure_child(conn, task: Task, steps: tuple[int, int] | None, max_steps: i
         torch = sys.modules.get("torch")  # loaded with the task's module, if it uses torch
         if torch is not None:
             torch.use_deterministic_algorithms(True, warn_only=True)  # as in a chapter
-        base = _peak_rss_mb()
+        base = _rss_mb("VmRSS")
 
         def run(k: int | None) -> float:
             kwargs = dict(task.kwargs) if k is None else {**task.kwargs, "max_steps": k}
@@ -137,7 +149,7 @@ def _measure_child(conn, task: Task, steps: tuple[int, int] | None, max_steps: i
             steps = (k1, k2)
         torch = sys.modules.get("torch")
         gpu = torch is not None and torch.cuda.is_initialized()
-        conn.send({"seconds": seconds, "steps": steps, "base_rss_mb": base, "peak_rss_mb": _peak_rss_mb(),
+        conn.send({"seconds": seconds, "steps": steps, "base_rss_mb": base, "peak_rss_mb": _rss_mb("VmHWM"),
                    "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2 ** 20 if gpu else None,
                    "device": f"cuda ({torch.cuda.get_device_name()})" if gpu else "cpu"})
     except BaseException as exc:  # report, do not hang the parent

@@ -1,6 +1,7 @@
 """`nearid plan`'s estimates: the cost model (exact, with a fake timer) and the measurement
 itself (a fresh process timing a task cut to k1 and k2 steps, its peak memory, its failures)."""
 
+import numpy as np
 import pytest
 
 import task_functions as tf
@@ -54,12 +55,15 @@ def test_measure_separates_setup_from_steps_and_sees_memory():
     """sleepy sleeps 0.4 s plus 0.05 s per step and holds 300 MiB: a fresh process times it
     at 2, 2 and 10 steps (or more: 8 steps take less than planning.MIN_SPAN)."""
     task = Task(tf.sleepy, {"seconds": 0.4, "per_step": 0.05, "mb": 300}, kind="sleepy", steps=100)
+    ballast = np.ones(400 * 131072)  # 400 MiB here must not count in the child (Linux's ru_maxrss would)
     m = planning.measure(task, steps=(2, 10), timeout=300)
+    assert ballast[-1] == 1.0
     assert m.error is None, m.error
     assert m.steps[0] == 2 and m.steps[1] >= 10
     assert m.step_s == pytest.approx(0.05, abs=0.03)  # loose: the machine may be busy
     assert 0.3 < m.setup_s < 3.0, "the sleep and filling 300 MiB, paid once per task"
     assert m.peak_rss_mb - m.base_rss_mb > 250 and m.device == "cpu" and m.peak_gpu_mb is None
+    assert m.base_rss_mb < 250, "a fresh process (python, numpy, the task's module) starts small"
 
 
 def test_measure_reports_errors_and_timeouts(tmp_path):
