@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PROFILE ?= quick
 JOBS ?= 1
 
-.PHONY: setup data book test lint clean
+.PHONY: setup data book test lint clean check-full
 
 setup: $(STAMP)
 
@@ -22,6 +22,9 @@ book: data
 
 test: data
 	$(BIN)/python -m pytest -q
+
+check-full: data  # every chapter in `full` cut to 2 steps per task (-p dry_run=true), into _build/check-full
+	NEARID_CHECK_FULL=_build/check-full $(BIN)/python -m pytest -q -s tests/book/test_full_dry_run.py
 
 lint: setup
 	$(BIN)/python -m ruff check lib tests

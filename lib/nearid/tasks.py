@@ -1,33 +1,64 @@
 """Sweeps as independent tasks: run them in-process, in local processes or on a Dask cluster,
 and keep every finished result so that a killed run resumes where it stopped.
 
-A :class:`Task` is a module-level function of ``nearid`` and its keyword arguments (plain,
+A :class:`Task` is a module-level function and its keyword arguments (plain,
 JSON-serialisable values, a seed among them). The function is pure: it seeds what it uses,
-shares no state with other tasks, and returns arrays and numbers. :func:`run_tasks` returns
-the results in the order of the tasks, whatever order they finished in.
+shares no state with other tasks, and returns arrays, numbers and data frames.
+:func:`run_tasks` returns the results in the order of the tasks, whatever order they
+finished in, whichever executor ran them:
 
-Each result is stored under a content key: the task function's name, its arguments, the
-source of every ``nearid`` module the function's module imports (:mod:`nearid.codehash`)
-and the installed package versions. A task whose key is in the cache is not run again.
+``"inprocess"``
+    one after another in this process (the default; what ``quick`` and the tests use);
+``"processes"``
+    a pool of fresh local processes (``concurrent.futures`` with the ``spawn`` start method),
+    ``workers`` of them (``$NEARID_WORKERS``, else one per core);
+``"dask"``
+    a Dask distributed scheduler that already runs (``dask scheduler`` and ``dask worker``,
+    or a ``distributed.LocalCluster``): ``scheduler`` is its address or a
+    ``distributed.Client``; ``"local"`` starts a ``LocalCluster`` of ``workers`` processes
+    for the one call (a convenience on one machine). A task with ``gpu=True`` asks for the
+    worker resource ``GPU: 1``, so it runs only on workers started with ``--resources
+    "GPU=1"``, one task per GPU at a time (on a cluster where no worker offers a GPU it runs
+    on any worker, with a line saying so, instead of waiting for ever). We write no
+    scheduler, queue or worker protocol of our own.
+
+Every worker process (both pools) runs with one torch/BLAS thread and with the caller's
+``torch.use_deterministic_algorithms`` setting, so a seeded task returns the same numbers as
+in a chapter's kernel (which also uses one thread, see :func:`nearid.setup`). A worker also
+checks that it runs the same ``nearid`` code and the same key package versions as the
+caller (a long-lived Dask worker keeps the code it imported; restart workers after editing
+the library), because a result is cached under the *caller's* code key.
+
+Each result is stored under a content key (:func:`task_key`): the task function's name, its
+arguments, the source of every ``nearid`` module the function's module imports
+(:mod:`nearid.codehash`) and the installed package versions. A task whose key is in the cache
+is not run again; ``force`` recomputes (and overwrites) every entry. Results are written by
+the calling process as each task finishes, so a cluster's workers need no shared disk, and a
+run killed at any moment keeps every result that finished before.
 
 Where the executor and the cache come from, in order: the arguments of :func:`run_tasks`
-(executor "auto" or None defers to the environment), then the environment
-(``NEARID_EXECUTOR``, ``NEARID_SCHEDULER``, ``NEARID_TASK_CACHE``, ``NEARID_FORCE``), then the
-defaults (in-process, no cache).
+(executor ``"auto"`` or None defers to the environment), then the environment
+(``NEARID_EXECUTOR``, ``NEARID_SCHEDULER``, ``NEARID_WORKERS``, ``NEARID_TASK_CACHE``,
+``NEARID_FORCE``), then the defaults (in-process, one worker per core, no cache).
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib
 import importlib.metadata
 import inspect
 import json
+import multiprocessing
 import os
 import pickle
 import platform
+import secrets
+import socket
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,8 +66,36 @@ from typing import Any
 from nearid import codehash
 
 EXECUTORS = ("inprocess", "processes", "dask")
-ENV_EXECUTOR, ENV_SCHEDULER = "NEARID_EXECUTOR", "NEARID_SCHEDULER"
+ENV_EXECUTOR, ENV_SCHEDULER, ENV_WORKERS = "NEARID_EXECUTOR", "NEARID_SCHEDULER", "NEARID_WORKERS"
 ENV_CACHE, ENV_FORCE = "NEARID_TASK_CACHE", "NEARID_FORCE"
+GPU_RESOURCE = "GPU"  # the Dask worker resource a gpu=True task asks one of
+LOCAL_SCHEDULER = "local"  # scheduler="local": a LocalCluster started for one run_tasks call
+WORKER_THREADS = 1  # torch and BLAS threads per worker process
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NEARID_NUM_THREADS")
+# Packages whose version a worker must share with the caller (their results are cached under
+# the caller's versions); the Python version is checked too.
+CHECKED_PACKAGES = ("numpy", "scipy", "pandas", "scikit-learn", "torch")
+
+
+# ----------------------------------------------------------------------------- tasks and keys
+def _json_default(value: Any) -> Any:
+    """Canonical JSON for the few non-JSON values a task argument may hold."""
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):  # by content: a repr would elide the middle of a large array
+        data = np.ascontiguousarray(value)
+        return {"ndarray": hashlib.sha256(data.tobytes()).hexdigest(), "dtype": str(data.dtype),
+                "shape": list(data.shape)}
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"task arguments must be JSON values (numbers, strings, lists, dicts; numpy "
+                    f"scalars and arrays are accepted), got {type(value).__name__}: {value!r:.80}")
+
+
+def _kwargs_json(kwargs: dict[str, Any]) -> str:
+    return json.dumps(kwargs, sort_keys=True, default=_json_default)
 
 
 @dataclass(frozen=True)
@@ -45,8 +104,8 @@ class Task:
 
     ``kind`` groups tasks of the same shape (``nearid plan`` times one of each kind);
     ``label`` is the line printed when it finishes; ``gpu`` asks a Dask cluster for one GPU
-    (worker resource ``GPU``); ``steps`` is the number of optimisation steps the task takes,
-    for time estimates.
+    (worker resource ``GPU``); ``steps`` is the number of optimisation steps the full task
+    takes, for time estimates (its function then accepts ``max_steps``).
     """
 
     fn: Callable[..., Any]
@@ -57,8 +116,11 @@ class Task:
     steps: int | None = None
 
     def __post_init__(self):
-        if "<locals>" in self.fn.__qualname__ or inspect.getmodule(self.fn) is None:
-            raise ValueError(f"a task function must be defined at module level, got {self.fn.__qualname__}")
+        if "<locals>" in self.fn.__qualname__ or inspect.getmodule(self.fn) is None \
+                or self.fn.__module__ == "__main__":
+            raise ValueError(f"a task function must be defined at module level of an importable module, "
+                             f"got {self.fn.__module__}:{self.fn.__qualname__}")
+        _kwargs_json(self.kwargs)  # fail now, not in the middle of a sweep
 
     @property
     def name(self) -> str:
@@ -68,25 +130,85 @@ class Task:
         return self.fn(**self.kwargs)
 
 
+_VERSIONS: dict[tuple, str] = {}
+
+
 def _versions() -> str:
-    return "\n".join(sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
-                            if d.metadata["Name"])) + "\n" + platform.python_version()
+    """Every installed distribution and the Python version. Reading them takes about half a
+    second, so the text is kept per state of the folders on ``sys.path`` (installing or
+    removing a package changes its folder's modification time)."""
+    state = []
+    for entry in sys.path:
+        try:
+            state.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:
+            continue
+    state = tuple(state)
+    if state not in _VERSIONS:
+        _VERSIONS.clear()
+        _VERSIONS[state] = "\n".join(sorted(f"{d.metadata['Name']}=={d.version}"
+                                            for d in importlib.metadata.distributions()
+                                            if d.metadata["Name"])) + "\n" + platform.python_version()
+    return _VERSIONS[state]
 
 
-def task_key(task: Task, versions: str | None = None) -> str:
-    """The content key of a task: function, arguments, the code it runs, package versions."""
-    module = importlib.import_module(task.fn.__module__)
-    code = codehash.module_closure(f"import {module.__name__}\n")
+def code_digest(module_name: str) -> str:
+    """sha256 of the code a task function's module runs: every ``nearid`` module it imports,
+    transitively (:mod:`nearid.codehash`), and, for a module outside ``nearid`` (a test's
+    helper module), its own source file too."""
+    if module_name.split(".")[0] == codehash.PACKAGE:
+        return codehash.digest_files(codehash.module_closure(f"import {module_name}\n").values())
+    h = hashlib.sha256()
+    path = inspect.getsourcefile(importlib.import_module(module_name))
+    source = Path(path).read_bytes() if path else b""
+    h.update(source)
+    h.update(codehash.digest_files(codehash.module_closure(source.decode()).values()).encode())
+    return h.hexdigest()
+
+
+def task_key(task: Task, versions: str | None = None, *, code: str | None = None) -> str:
+    """The content key of a task: function, arguments, the code it runs (:func:`code_digest`,
+    computed unless given), package versions (``_versions()`` unless given)."""
     h = hashlib.sha256()
     h.update(task.name.encode())
-    h.update(json.dumps(task.kwargs, sort_keys=True, default=repr).encode())
-    h.update(codehash.digest_files(code.values()).encode())
+    h.update(_kwargs_json(task.kwargs).encode())
+    h.update((code if code is not None else code_digest(task.fn.__module__)).encode())
     h.update((versions if versions is not None else _versions()).encode())
     return h.hexdigest()
 
 
+# ----------------------------------------------------------------------------- the cache
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class TaskCache:
-    """Finished results on disk, one file per key, written atomically, checked when read."""
+    """Finished results on disk, one file per key, written atomically, checked when read.
+
+    An entry is ``b"nearid-task 1 <key> <sha256 of payload> <payload length>\\n" + payload``,
+    the payload being the pickled result. A writer writes a temporary file in the entry's
+    folder (``.<key>.pkl.<host>.<pid>.<random>.tmp``), syncs it and renames it into place,
+    so a reader sees a whole entry or none. An entry whose header, length or digest does not
+    match (truncated, bit-flipped, written by an older format, moved under another key) is
+    reported as damaged and recomputed, never used. Temporary files left by a killed writer
+    are never read, and :meth:`clean` removes them (see there).
+
+    Safety of reading pickles: unpickling runs code named in the file, so a cache folder must
+    be as trusted as the code itself. The entries are our own files, written only by
+    :meth:`put` into a folder the user chose; the digest guards against corruption, not
+    against someone who can write there (they could equally edit ``lib/nearid``). Do not
+    point ``NEARID_TASK_CACHE`` at files you did not make.
+    """
+
+    MAGIC = b"nearid-task"
+    FORMAT = b"1"
+    STALE_SECONDS = 24 * 3600  # a temporary file this old is abandoned whoever wrote it
 
     def __init__(self, folder: str | os.PathLike):
         self.folder = Path(folder)
@@ -94,65 +216,390 @@ class TaskCache:
     def path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.pkl"
 
+    def read(self, key: str) -> tuple[str, Any]:
+        """("ok", result), ("missing", None) or ("damaged", None)."""
+        try:
+            blob = self.path(key).read_bytes()
+        except FileNotFoundError:
+            return "missing", None
+        except OSError:
+            return "damaged", None
+        header, newline, payload = blob.partition(b"\n")
+        fields = header.split(b" ")
+        if (not newline or len(fields) != 5 or fields[:3] != [self.MAGIC, self.FORMAT, key.encode()]
+                or fields[4] != str(len(payload)).encode()
+                or fields[3] != hashlib.sha256(payload).hexdigest().encode()):
+            return "damaged", None  # truncated, corrupted or foreign: recompute, never use
+        try:
+            return "ok", pickle.loads(payload)  # our own file, checked by its digest (see the class)
+        except Exception:  # e.g. a class the result used no longer exists
+            return "damaged", None
+
     def get(self, key: str) -> tuple[bool, Any]:
         """(True, result) for a complete entry; (False, None) for a missing or damaged one."""
-        path = self.path(key)
-        try:
-            blob = path.read_bytes()
-        except OSError:
-            return False, None
-        digest, _, payload = blob.partition(b"\n")
-        if hashlib.sha256(payload).hexdigest().encode() != digest:
-            return False, None  # truncated or corrupted: recompute, never use
-        try:
-            return True, pickle.loads(payload)  # our own files, checked by their digest above
-        except Exception:
-            return False, None
+        status, value = self.read(key)
+        return status == "ok", value
 
     def put(self, key: str, result: Any) -> None:
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        header = b" ".join([self.MAGIC, self.FORMAT, key.encode(), hashlib.sha256(payload).hexdigest().encode(),
+                            str(len(payload)).encode()])
+        tmp = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(header + b"\n" + payload)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        try:  # make the rename itself durable
+            fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+    def clean(self, max_age: float | None = None) -> int:
+        """Remove temporary files of writers that cannot finish: written on this host by a
+        process that no longer runs, or older than ``max_age`` seconds (a day by default; a
+        shared cache folder may hold files of writers on other hosts). Returns how many."""
+        max_age = self.STALE_SECONDS if max_age is None else max_age
+        host, now, removed = socket.gethostname(), time.time(), 0
+        for tmp in self.folder.glob("*/.*.tmp"):
+            try:
+                rest = tmp.name[1:-len(".tmp")]
+                front, pid, _ = rest.rsplit(".", 2)
+                writer_host = front.split(".pkl.", 1)[1]
+                dead = writer_host == host and not _pid_alive(int(pid))
+                if dead or now - tmp.stat().st_mtime > max_age:
+                    tmp.unlink()
+                    removed += 1
+            except (ValueError, IndexError, OSError):
+                continue
+        return removed
 
 
-def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: str | None = None,
+# ----------------------------------------------------------------------------- workers
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What a worker process sets before it runs tasks: threads, and torch's deterministic
+    mode as the caller had it (None: leave it alone)."""
+
+    threads: int = WORKER_THREADS
+    deterministic: bool | None = None
+    warn_only: bool = True
+
+    @classmethod
+    def like_caller(cls) -> "WorkerSetup":
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return cls()
+        return cls(deterministic=torch.are_deterministic_algorithms_enabled(),
+                   warn_only=torch.is_deterministic_algorithms_warn_only_enabled())
+
+
+def prepare_worker(setup: WorkerSetup = WorkerSetup()) -> None:
+    """Apply ``setup`` in this (worker) process; cheap, and safe to call before every task."""
+    for var in THREAD_VARS:
+        os.environ[var] = str(setup.threads)
+    torch = sys.modules.get("torch")
+    if torch is None and setup.deterministic is not None:
+        import torch
+    if torch is not None:
+        if torch.get_num_threads() != setup.threads:
+            torch.set_num_threads(setup.threads)
+        if setup.deterministic is not None:
+            torch.use_deterministic_algorithms(setup.deterministic, warn_only=setup.warn_only)
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    if _LIMITED.get(setup.threads) == len(sys.modules):
+        return  # no module loaded since the BLAS limit was last set
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # numpy then reads the variables above when it loads BLAS
+        return
+    threadpool_limits(setup.threads)
+    _LIMITED[setup.threads] = len(sys.modules)
+
+
+_LIMITED: dict[int, int] = {}  # threads -> how many modules were loaded when BLAS was limited to it
+
+
+_KEY_VERSIONS: dict[str, str] = {}
+
+
+def _key_versions() -> dict[str, str]:
+    """Versions of CHECKED_PACKAGES and Python, read once per process (the modules a process
+    has imported do not change when someone installs another version)."""
+    if _KEY_VERSIONS:
+        return dict(_KEY_VERSIONS)
+    found = {"python": platform.python_version()}
+    for name in CHECKED_PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "absent"
+    _KEY_VERSIONS.update(found)
+    return dict(found)
+
+
+_WORKER_CODE: dict[str, str] = {}  # module -> code digest when this process first ran it
+
+
+def _check_worker(module: str, code: str, versions: dict[str, str]) -> None:
+    mine = _WORKER_CODE.setdefault(module, code_digest(module))
+    if mine != code:
+        raise RuntimeError(f"worker {socket.gethostname()} (pid {os.getpid()}) runs other code for {module} "
+                           "than the caller (the library changed since this worker imported it?); restart the "
+                           "workers (client.restart(), or restart `dask worker`) so their results match their keys")
+    ours = _key_versions()
+    if ours != versions:
+        diff = ", ".join(f"{k} {ours.get(k)} here vs {v} in the caller" for k, v in versions.items()
+                         if ours.get(k) != v)
+        raise RuntimeError(f"worker {socket.gethostname()} has other package versions than the caller: {diff}")
+
+
+def execute_task(task: Task, code: str, setup: WorkerSetup, versions: dict[str, str]) -> Any:
+    """What a worker runs for one task: set threads, check code and versions, call it."""
+    prepare_worker(setup)
+    _check_worker(task.fn.__module__, code, versions)
+    return task()
+
+
+def _annotate(exc: BaseException, task: Task) -> BaseException:
+    if hasattr(exc, "add_note"):  # Python 3.11+
+        exc.add_note(f"in task {task.label or task.name} {_kwargs_json(task.kwargs):.300}")
+    return exc
+
+
+@dataclass
+class _Job:
+    key: str
+    task: Task
+    code: str
+
+
+def _inprocess(jobs: list[_Job], **_) -> Iterator[tuple[int, Any]]:
+    for j, job in enumerate(jobs):
+        try:
+            result = job.task()
+        except Exception as exc:
+            raise _annotate(exc, job.task)
+        yield j, result
+
+
+def _processes(jobs: list[_Job], *, workers: int, setup: WorkerSetup, versions: dict[str, str],
+               **_) -> Iterator[tuple[int, Any]]:
+    """A spawn pool (fork after torch has started threads can deadlock), one thread each.
+
+    On the first failure, tasks not yet started are cancelled, running ones finish (their
+    results are kept), then the failure is raised."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    pool = ProcessPoolExecutor(max_workers=max(1, min(workers, len(jobs))),
+                               mp_context=multiprocessing.get_context("spawn"),
+                               initializer=prepare_worker, initargs=(setup,))
+    try:
+        futures = {pool.submit(execute_task, job.task, job.code, setup, versions): j for j, job in enumerate(jobs)}
+        delivered: set[int] = set()
+        for fut in as_completed(futures):
+            j = futures[fut]
+            exc = fut.exception()
+            if exc is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+                for other, i in futures.items():
+                    if i not in delivered and other.done() and not other.cancelled() and other.exception() is None:
+                        delivered.add(i)
+                        yield i, other.result()
+                raise _annotate(exc, jobs[j].task)
+            delivered.add(j)
+            yield j, fut.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _cluster_has_gpus(client, say: Callable[[str], None]) -> bool:
+    """Whether gpu tasks should ask for the ``GPU`` resource: yes when a connected worker
+    offers one. On a cluster without any (CPU workers only) they would wait for ever, so they
+    then run on any worker, and we say so. Waits for the first worker to connect."""
+    client.wait_for_workers(1)
+    offers = [w.get("resources", {}).get(GPU_RESOURCE, 0) for w in client.scheduler_info()["workers"].values()]
+    if not any(offers):
+        say(f"no Dask worker offers a {GPU_RESOURCE} resource: tasks marked gpu run on any worker "
+            f"(start GPU workers with --resources \"{GPU_RESOURCE}=1\")")
+    return any(offers)
+
+
+def _dask(jobs: list[_Job], *, scheduler: Any, workers: int, setup: WorkerSetup, versions: dict[str, str],
+          say: Callable[[str], None] = print, **_) -> Iterator[tuple[int, Any]]:
+    """Submit every task to a running Dask scheduler; gpu tasks ask for one ``GPU`` resource.
+    ``scheduler="local"`` starts a ``distributed.LocalCluster`` of ``workers`` processes (one
+    thread and one ``GPU`` resource each) for this call only.
+
+    On the first failure, results that already came back are kept, the remaining tasks are
+    cancelled (running ones are abandoned: Dask cannot stop a running function) and the
+    failure is raised."""
+    try:
+        import distributed
+    except ImportError as exc:
+        raise RuntimeError("executor 'dask' needs the packages dask and distributed "
+                           "(pip install 'dask[distributed]')") from exc
+    cluster = None
+    if isinstance(scheduler, distributed.Client):
+        client, own = scheduler, False
+    elif scheduler == LOCAL_SCHEDULER:
+        cluster = distributed.LocalCluster(n_workers=max(1, min(workers, len(jobs))), processes=True,
+                                           threads_per_worker=1, resources={GPU_RESOURCE: 1}, dashboard_address=":0")
+        client, own = distributed.Client(cluster), True
+    else:
+        if not scheduler:
+            raise ValueError(f"executor 'dask' needs a scheduler address: pass scheduler= (a chapter: "
+                             f"-p scheduler=tcp://host:8786) or set ${ENV_SCHEDULER}")
+        try:
+            client, own = distributed.Client(scheduler), True
+        except (OSError, TimeoutError) as exc:
+            raise RuntimeError(f"cannot connect to the Dask scheduler at {scheduler}: {exc}") from exc
+    try:
+        gpu = any(job.task.gpu for job in jobs) and _cluster_has_gpus(client, say)
+        futures = {}
+        for j, job in enumerate(jobs):
+            name = (job.task.kind or job.task.fn.__name__).replace("-", "_")
+            fut = client.submit(execute_task, job.task, job.code, setup, versions, key=f"nearid_{name}-{job.key}",
+                                resources={GPU_RESOURCE: 1} if job.task.gpu and gpu else None)
+            futures[fut] = j
+        pending = set(futures)
+        for fut in distributed.as_completed(list(futures)):
+            pending.discard(fut)
+            j = futures[fut]
+            if fut.status != "finished":
+                if fut.status == "error":  # the worker's exception, with its traceback
+                    exc = fut.exception().with_traceback(fut.traceback())
+                else:
+                    exc = RuntimeError(f"task {jobs[j].task.label or jobs[j].task.name} ended as {fut.status}")
+                done = [f for f in pending if f.status == "finished"]  # keep what already came back
+                client.cancel([f for f in futures if f.status != "finished"])  # the failed one too: release it
+                for f in done:
+                    yield futures[f], f.result()
+                raise _annotate(exc, jobs[j].task)
+            yield j, fut.result()
+    finally:
+        if own:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+_BACKENDS = {"inprocess": _inprocess, "processes": _processes, "dask": _dask}
+
+
+def _in_notebook_kernel() -> bool:
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    return shell is not None and hasattr(shell, "kernel")
+
+
+# ----------------------------------------------------------------------------- the runner
+def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: Any = None,
               cache_dir: str | os.PathLike | None = None, force: bool | None = None,
+              workers: int | None = None, progress: bool | None = None,
               log: Callable[[str], None] | None = print) -> list[Any]:
-    """Run every task (or reuse its cached result); results in the order of ``tasks``."""
+    """Run every task (or reuse its cached result); results in the order of ``tasks``.
+
+    ``executor``: "inprocess", "processes", "dask", or "auto"/None for ``$NEARID_EXECUTOR``
+    (else in-process). ``scheduler`` (dask): an address such as "tcp://host:8786", a
+    ``distributed.Client``, or "local" (a LocalCluster for this call); default
+    ``$NEARID_SCHEDULER``. ``workers`` (processes, and a local cluster): how many worker
+    processes, default ``$NEARID_WORKERS`` else one per core. ``cache_dir``: default
+    ``$NEARID_TASK_CACHE``, else no cache. ``force``: recompute cached tasks (default
+    ``$NEARID_FORCE``). ``progress``: a bar over tasks on stderr; by default shown except
+    inside a notebook kernel. ``log`` receives each finished task's label (when no bar is
+    shown) and, always, the summary line "N tasks: R reused, C computed (...)".
+
+    Identical tasks (same key) run once. The first failing task stops the run (see the
+    executors) and is raised with a note naming it; every result that finished is cached.
+    """
+    tasks = list(tasks)
+    for t in tasks:
+        if not isinstance(t, Task):
+            raise TypeError(f"run_tasks takes nearid.tasks.Task objects, got {type(t).__name__}")
     if executor in (None, "", "auto"):
         executor = os.environ.get(ENV_EXECUTOR) or "inprocess"
-    scheduler = scheduler or os.environ.get(ENV_SCHEDULER) or None
     if executor not in EXECUTORS:
-        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+        raise ValueError(f"executor must be one of auto, {', '.join(EXECUTORS)}, got {executor!r}")
+    scheduler = scheduler or os.environ.get(ENV_SCHEDULER) or None
+    if not workers:
+        try:
+            workers = int(os.environ.get(ENV_WORKERS, "0") or 0) or os.cpu_count() or 1
+        except ValueError:
+            raise ValueError(f"${ENV_WORKERS} must be a whole number, got {os.environ[ENV_WORKERS]!r}") from None
     cache_dir = cache_dir if cache_dir is not None else os.environ.get(ENV_CACHE) or None
     force = force if force is not None else os.environ.get(ENV_FORCE, "") not in ("", "0")
     cache = TaskCache(cache_dir) if cache_dir else None
+    say = log or (lambda _: None)
+
     versions = _versions()
-    keys = [task_key(t, versions) for t in tasks]
+    codes: dict[str, str] = {}
+    keys = []
+    for t in tasks:
+        if t.fn.__module__ not in codes:
+            codes[t.fn.__module__] = code_digest(t.fn.__module__)
+        keys.append(task_key(t, versions, code=codes[t.fn.__module__]))
     results: list[Any] = [None] * len(tasks)
-    todo = []
+    waiting: dict[str, list[int]] = {}  # key -> task indices, in task order
+    damaged = cleaned = 0
+    if cache is not None:
+        cleaned = cache.clean()
     for i, key in enumerate(keys):
-        hit, value = (False, None) if (cache is None or force) else cache.get(key)
-        if hit:
+        if key in waiting:
+            waiting[key].append(i)
+            continue
+        status, value = ("missing", None) if (cache is None or force) else cache.read(key)
+        if status == "ok":
             results[i] = value
         else:
-            todo.append(i)
-    say = log or (lambda _: None)
+            damaged += status == "damaged"
+            waiting[key] = [i]
+    reused = len(tasks) - sum(len(v) for v in waiting.values())
+    jobs = [_Job(key, tasks[idx[0]], codes[tasks[idx[0]].fn.__module__]) for key, idx in waiting.items()]
+
+    show = (not _in_notebook_kernel()) if progress is None else progress
+    bar = None
+    if show and tasks:
+        from tqdm.std import tqdm
+        bar = tqdm(total=len(tasks), initial=reused, desc=f"tasks ({executor})", unit="task", file=sys.stderr,
+                   dynamic_ncols=True)
     start = time.perf_counter()
-    if executor != "inprocess":
-        raise ValueError(f"executor {executor!r} is not available yet")  # replaced by the back-ends
-    for i in todo:
-        results[i] = tasks[i]()
-        if cache is not None:
-            cache.put(keys[i], results[i])
-        if tasks[i].label:
-            say(tasks[i].label)
-    say(f"{len(tasks)} tasks: {len(tasks) - len(todo)} reused, {len(todo)} computed "
-        f"({time.perf_counter() - start:.0f} s)")
+    try:
+        if jobs:
+            backend = _BACKENDS[executor](jobs, scheduler=scheduler, workers=workers, say=say,
+                                          setup=WorkerSetup.like_caller(), versions=_key_versions())
+            for j, result in backend:
+                job = jobs[j]
+                if cache is not None:
+                    cache.put(job.key, result)
+                indices = waiting[job.key]
+                for n, i in enumerate(indices):
+                    results[i] = result if n == 0 else copy.deepcopy(result)
+                if bar is not None:
+                    bar.update(len(indices))
+                    if job.task.label:
+                        bar.set_postfix_str(job.task.label, refresh=True)
+                elif job.task.label:
+                    say(job.task.label)
+    finally:
+        if bar is not None:
+            bar.close()
+    pool = f" x{max(1, min(workers, len(jobs)))}"
+    notes = [f"{time.perf_counter() - start:.0f} s",
+             executor + (pool if executor == "processes" or scheduler == LOCAL_SCHEDULER else "")]
+    if damaged:
+        notes.append(f"{damaged} damaged cache entr{'y' if damaged == 1 else 'ies'} recomputed")
+    if cleaned:
+        notes.append(f"{cleaned} abandoned temporary file{'s' if cleaned > 1 else ''} removed")
+    say(f"{len(tasks)} tasks: {reused} reused, {len(tasks) - reused} computed ({', '.join(notes)})")
     return results

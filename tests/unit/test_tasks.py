@@ -1,12 +1,25 @@
-"""Sweeps as tasks: results in task order, a cache that lets a killed run resume, damaged
-cache entries recomputed, never used."""
+"""Sweeps as tasks: results in task order, a cache that lets a killed run resume, damaged or
+partial cache entries recomputed, never used (the in-process executor; the pools and Dask are
+in test_tasks_dask.py)."""
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import task_functions as tf
+from nearid import tasks as tasks_mod
 from nearid.tasks import Task, TaskCache, run_tasks, task_key
 
 CALLS: list[int] = []
+TESTS_DIR = Path(tf.__file__).resolve().parent
+LIB_DIR = Path(tasks_mod.__file__).resolve().parents[1]
 
 
 def square(x: int, fail_at: int | None = None) -> dict:
@@ -42,6 +55,28 @@ def test_a_killed_run_resumes_with_only_the_unfinished_tasks(tmp_path):
     assert "5 tasks: 3 reused, 2 computed" in lines[-1]
 
 
+def test_a_sigkilled_run_resumes(tmp_path):
+    """The process running the sweep dies without any chance to clean up (SIGKILL at task 3);
+    the rerun reuses the three finished tasks and computes the other two."""
+    script = textwrap.dedent(f"""
+        import sys
+        from nearid.tasks import Task, run_tasks
+        import task_functions as tf
+        tasks = [Task(tf.killer, dict(x=i, kill_at=3, marker_dir={str(tmp_path / 'm')!r},
+                                      calls_dir={str(tmp_path / 'calls')!r})) for i in range(5)]
+        print(run_tasks(tasks, cache_dir={str(tmp_path / 'cache')!r}, progress=False))
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(LIB_DIR), str(TESTS_DIR)])}
+    first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert first.returncode == -9, first.stderr
+    assert len(list((tmp_path / "calls").iterdir())) == 3
+    second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    assert "5 tasks: 3 reused, 2 computed" in second.stdout
+    assert "[0, 10, 20, 30, 40]" in second.stdout
+    assert sorted(p.name.split(".")[0] for p in (tmp_path / "calls").iterdir()) == [f"x-{i}" for i in range(5)]
+
+
 def test_force_recomputes_everything(tmp_path):
     run_tasks(_tasks(3), cache_dir=tmp_path, log=None)
     CALLS.clear()
@@ -49,23 +84,111 @@ def test_force_recomputes_everything(tmp_path):
     assert CALLS == [0, 1, 2]
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "empty"])
+def test_force_and_cache_come_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEARID_TASK_CACHE", str(tmp_path))
+    monkeypatch.setenv("NEARID_FORCE", "0")
+    run_tasks(_tasks(2), log=None)
+    CALLS.clear()
+    run_tasks(_tasks(2), log=None)
+    assert CALLS == []
+    monkeypatch.setenv("NEARID_FORCE", "1")
+    run_tasks(_tasks(2), log=None)
+    assert CALLS == [0, 1]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "header", "old-format", "other-key"])
 def test_damaged_entries_are_recomputed_never_used(tmp_path, damage):
     tasks = _tasks(2)
     run_tasks(tasks, cache_dir=tmp_path, log=None)
-    path = TaskCache(tmp_path).path(task_key(tasks[1]))
+    cache = TaskCache(tmp_path)
+    path = cache.path(task_key(tasks[1]))
     blob = path.read_bytes()
+    header, _, payload = blob.partition(b"\n")
+    other = cache.path(task_key(tasks[0])).read_bytes()
     path.write_bytes({"truncate": blob[: len(blob) // 2], "flip": blob[:-1] + bytes([blob[-1] ^ 1]),
-                      "empty": b""}[damage])
+                      "empty": b"", "header": header.replace(b"nearid-task 1", b"nearid-task 2") + b"\n" + payload,
+                      "old-format": header.split(b" ")[3] + b"\n" + payload,  # the first format: digest line only
+                      "other-key": other}[damage])
+    assert cache.read(task_key(tasks[1])) == ("damaged", None)
     CALLS.clear()
-    out = run_tasks(tasks, cache_dir=tmp_path, log=None)
+    lines = []
+    out = run_tasks(tasks, cache_dir=tmp_path, log=lines.append)
     assert CALLS == [1] and out[1]["x"] == 1
+    assert "2 tasks: 1 reused, 1 computed" in lines[-1] and "1 damaged cache entry recomputed" in lines[-1]
+    assert cache.read(task_key(tasks[1]))[0] == "ok", "the recomputed result replaces the damaged entry"
+
+
+def test_partial_temporary_files_are_ignored_and_cleaned(tmp_path):
+    """A writer killed mid-write leaves only a temporary file: never read as a result, removed
+    when its writer is gone (same host, dead pid) or when it is a day old (any host)."""
+    tasks = _tasks(3)
+    cache = TaskCache(tmp_path)
+    keys = [task_key(t) for t in tasks]
+    folder = cache.path(keys[0]).parent
+    folder.mkdir(parents=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = socket.gethostname()
+    dead_writer = folder / f".{keys[0]}.pkl.{host}.{dead.pid}.ab12cd34.tmp"
+    live_writer = folder / f".{keys[0]}.pkl.{host}.{os.getpid()}.ab12cd35.tmp"
+    old_elsewhere = folder / f".{keys[0]}.pkl.node-7.cluster.local.4242.ab12cd36.tmp"
+    recent_elsewhere = folder / f".{keys[0]}.pkl.node-7.cluster.local.4243.ab12cd37.tmp"
+    for p in (dead_writer, live_writer, old_elsewhere, recent_elsewhere):
+        p.write_bytes(b"nearid-task 1 " + keys[0].encode() + b" half a fi")
+    day_ago = time.time() - 2 * TaskCache.STALE_SECONDS
+    os.utime(old_elsewhere, (day_ago, day_ago))
+    CALLS.clear()
+    lines = []
+    run_tasks(tasks, cache_dir=tmp_path, log=lines.append)
+    assert CALLS == [0, 1, 2], "a temporary file is never taken for a result"
+    assert not dead_writer.exists() and not old_elsewhere.exists()
+    assert live_writer.exists() and recent_elsewhere.exists(), "a writer that may still finish is left alone"
+    assert "2 abandoned temporary files removed" in lines[-1]
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == \
+        sorted(cache.path(k).name for k in keys if k[:2] == keys[0][:2])
+
+
+def test_put_leaves_no_temporary_file_when_pickling_fails(tmp_path):
+    cache = TaskCache(tmp_path)
+    with pytest.raises(Exception):
+        cache.put("ab" * 32, lambda: 0)  # a lambda does not pickle
+    assert list(tmp_path.rglob("*.tmp")) == []
+    assert cache.read("ab" * 32) == ("missing", None)
+
+
+def test_identical_tasks_run_once_and_results_are_independent_copies(tmp_path):
+    CALLS.clear()
+    lines = []
+    out = run_tasks([Task(square, {"x": 2}), Task(square, {"x": 1}), Task(square, {"x": 2})], log=lines.append)
+    assert CALLS == [2, 1]
+    assert out[0]["x"] == out[2]["x"] == 2 and out[0] is not out[2]
+    assert "3 tasks: 0 reused, 3 computed" in lines[-1]
 
 
 def test_keys_follow_arguments_not_order():
     a = Task(square, {"x": 1, "fail_at": None})
     b = Task(square, {"fail_at": None, "x": 1})
     assert task_key(a) == task_key(b) != task_key(Task(square, {"x": 2, "fail_at": None}))
+
+
+def test_keys_follow_array_contents_and_refuse_unknown_values():
+    big = np.arange(10_000.0)
+    changed = big.copy()
+    changed[5000] = -1.0  # in the part a repr would elide
+    assert task_key(Task(square, {"x": big})) != task_key(Task(square, {"x": changed}))
+    assert task_key(Task(square, {"x": np.int64(3)})) == task_key(Task(square, {"x": 3}))
+    with pytest.raises(TypeError, match="JSON values"):
+        Task(square, {"x": object()})
+
+
+def test_keys_follow_the_code_of_a_task_module_outside_nearid(tmp_path, monkeypatch):
+    (tmp_path / "mytasks.py").write_text("def f(x):\n    return x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import mytasks
+
+    before = task_key(Task(mytasks.f, {"x": 1}))
+    (tmp_path / "mytasks.py").write_text("def f(x):\n    return x + 1\n")
+    assert task_key(Task(mytasks.f, {"x": 1})) != before
 
 
 def test_task_functions_must_live_at_module_level():
@@ -79,3 +202,45 @@ def test_task_functions_must_live_at_module_level():
 def test_unknown_executor():
     with pytest.raises(ValueError, match="executor"):
         run_tasks(_tasks(1), executor="spark", log=None)
+
+
+def test_dask_without_a_scheduler_says_how_to_give_one(monkeypatch):
+    monkeypatch.delenv("NEARID_SCHEDULER", raising=False)
+    pytest.importorskip("distributed")
+    with pytest.raises(ValueError, match="NEARID_SCHEDULER"):
+        run_tasks(_tasks(1), executor="dask", log=None)
+
+
+def test_executor_auto_reads_the_environment(monkeypatch):
+    monkeypatch.setenv("NEARID_EXECUTOR", "spark")
+    with pytest.raises(ValueError, match="'spark'"):
+        run_tasks(_tasks(1), executor="auto", log=None)
+
+
+def test_labels_are_logged_without_a_bar_and_the_bar_goes_to_stderr(capsys):
+    lines = []
+    run_tasks(_tasks(2), progress=False, log=lines.append)
+    assert lines[:2] == ["x=0", "x=1"] and lines[2].startswith("2 tasks: 0 reused, 2 computed")
+    lines.clear()
+    run_tasks(_tasks(2), progress=True, log=lines.append)
+    assert len(lines) == 1 and lines[0].startswith("2 tasks")
+    err = capsys.readouterr().err
+    assert "tasks (inprocess)" in err and "2/2" in err
+
+
+def test_no_bar_inside_a_notebook_kernel(capsys, monkeypatch):
+    monkeypatch.setattr(tasks_mod, "_in_notebook_kernel", lambda: True)
+    run_tasks(_tasks(2), log=None)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_worker_with_other_code_or_versions_refuses_to_run(monkeypatch):
+    monkeypatch.setattr(tasks_mod, "_WORKER_CODE", {})
+    monkeypatch.setattr(tasks_mod, "prepare_worker", lambda setup: None)  # keep this process's threads
+    task = Task(square, {"x": 1})
+    with pytest.raises(RuntimeError, match="other code"):
+        tasks_mod.execute_task(task, "0" * 64, tasks_mod.WorkerSetup(), tasks_mod._key_versions())
+    code = tasks_mod.code_digest(square.__module__)
+    with pytest.raises(RuntimeError, match=r"numpy .* vs 0.0.1 in the caller"):
+        tasks_mod.execute_task(task, code, tasks_mod.WorkerSetup(), {**tasks_mod._key_versions(), "numpy": "0.0.1"})
+    assert tasks_mod.execute_task(task, code, tasks_mod.WorkerSetup(), tasks_mod._key_versions())["x"] == 1

@@ -69,6 +69,30 @@ def _cmd_params(args) -> int:
     return 0
 
 
+def _cmd_plan(args) -> int:
+    """`nearid plan`: estimate the time and memory of chapters' sweeps (nearid.planning)."""
+    import os
+
+    from nearid import planning
+    from nearid.book import profiles, runner
+
+    json_path = Path(args.json).resolve() if args.json else None
+    os.chdir(runner.find_root())  # tasks read data/ relative to the project, as in a chapter's kernel
+    overrides = dict(profiles.parse_override(p) for p in args.param)
+    keys = [profiles.chapter_key(c) for c in args.chapter] or list(profiles.CHAPTERS)
+    params = {key: profiles.resolve(key, args.profile, overrides) for key in keys}  # fails fast
+    steps = planning.parse_steps(args.steps)
+    print(f"timing {args.steps.replace(',', ' and ')} optimisation steps of one task of each kind "
+          f"(profile {args.profile}); tasks only, not the chapters' own cells", flush=True)
+    report = planning.plan_chapters(params, steps=steps, timeout=args.timeout,
+                                    workers=args.workers,
+                                    progress=lambda line: print(line, file=sys.stderr, flush=True))
+    if json_path:
+        json_path.write_text(json.dumps({"profile": args.profile, "overrides": overrides, **report},
+                                        indent=1, default=str) + "\n")
+    return 0 if report["complete"] else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nearid", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -98,6 +122,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("params", help="list a chapter's parameters in every profile, and what each accepts")
     p.add_argument("chapter")
     p.set_defaults(func=_cmd_params)
+
+    p = sub.add_parser("plan", help="estimate a chapter's (or the book's) run time and memory by timing a few "
+                       "optimisation steps of each kind of task, e.g. `nearid plan 03 --profile full`")
+    p.add_argument("chapter", nargs="*", help="chapter numbers or names (default: every chapter)")
+    p.add_argument("--profile", default="full", help="smoke, quick or full (default)")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one parameter of every chapter planned (repeatable)")
+    p.add_argument("--steps", default="2,10", metavar="K1,K2",
+                   help="optimisation steps to time each kind at (default 2,10)")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per kind of task (default 900)")
+    p.add_argument("--workers", type=int, default=1, help="also estimate the wall time on this many workers")
+    p.add_argument("--json", metavar="PATH", help="also write the estimates as JSON")
+    p.set_defaults(func=_cmd_plan)
 
     from nearid.cli import align as align_cli
 

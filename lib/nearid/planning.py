@@ -1,0 +1,350 @@
+"""How long a sweep will take and how much memory it needs, measured before it runs
+(``nearid plan``).
+
+A chapter's experiment module lists its tasks with ``plan(P) -> list[Task]``. Tasks of one
+``kind`` have the same shape: they cost the same per optimisation step and differ only in
+seeds and settings. For one task of each kind (the one with the most steps) we run, in a fresh
+process with one torch/BLAS thread (as a worker would), the task cut to ``k1`` optimisation
+steps, again to ``k1`` and then to ``k2`` (its function's ``max_steps``; when the ``k2 - k1``
+steps take less than ``MIN_SPAN`` seconds, ``k2`` grows fourfold, up to the task's own
+steps, so that cheap steps are not lost in timer noise). Three runs separate three costs:
+
+* ``once``: paid the first time a process runs such a task (lazy imports, data loaded and
+  kept), the cold ``k1`` run minus the warm one;
+* ``setup``: paid by every task (building the model and data, evaluation after training);
+* ``per step``: ``(t(k2) - t(k1)) / (k2 - k1)``, from the two warm runs.
+
+A kind's estimate is ``once + sum over its tasks of (setup + steps * per_step)``, one process
+running them one after another: divide by the number of workers for a pool or a cluster
+(the tasks are independent). A task without ``steps`` (or whose function takes no
+``max_steps``) is run once whole and counted at that time for each task of its kind. Peak
+memory is the peak resident set size of that process (``VmHWM``), and on a GPU
+``torch.cuda.max_memory_allocated``: what each worker needs, not the sum.
+
+Estimates come from the machine it runs on, under its current load; they cover the tasks
+only, not the chapter's own cells (its figures, its alignment of the trained models, ...).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import multiprocessing
+import pkgutil
+import resource
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from types import ModuleType
+from typing import Any
+
+from nearid.tasks import Task, WorkerSetup, prepare_worker
+
+DEFAULT_STEPS = (2, 10)
+DEFAULT_TIMEOUT = 900.0  # seconds per kind of task
+MIN_SPAN = 1.0  # seconds the k2 - k1 steps must take at least (else k2 grows, up to the task's steps)
+
+
+@dataclass
+class Measurement:
+    """What timing one task of a kind found; seconds and MiB, None where not measured."""
+
+    label: str
+    steps: tuple[int, int] | None  # (k1, k2) it was cut to, or None: run whole
+    seconds: list[float] = field(default_factory=list)  # [cold k1, warm k1, warm k2] or [whole]
+    once_s: float | None = None
+    setup_s: float | None = None
+    step_s: float | None = None
+    task_s: float | None = None  # a task run whole
+    base_rss_mb: float | None = None  # the process before the task ran (imports done)
+    peak_rss_mb: float | None = None
+    peak_gpu_mb: float | None = None
+    device: str = ""
+    error: str | None = None
+
+
+@dataclass
+class KindPlan:
+    """The tasks of one kind and what they are estimated to cost."""
+
+    kind: str
+    tasks: int
+    steps: int | None  # optimisation steps of all its tasks together (None: unknown)
+    gpu: bool
+    measurement: Measurement | None = None
+    estimate_s: float | None = None
+    longest_s: float | None = None  # its longest task (bounds a cluster's wall time from below)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def kind_of(task: Task) -> str:
+    return task.kind or task.fn.__name__
+
+
+def group(tasks: Sequence[Task]) -> dict[str, list[Task]]:
+    """Tasks by kind, kinds in the order they first appear."""
+    groups: dict[str, list[Task]] = {}
+    for t in tasks:
+        groups.setdefault(kind_of(t), []).append(t)
+    return groups
+
+
+def takes_max_steps(task: Task) -> bool:
+    try:
+        return "max_steps" in inspect.signature(task.fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _rss_mb(field: str) -> float:
+    """This process's resident set: ``VmHWM`` (peak) or ``VmRSS`` (now) from /proc on Linux.
+
+    Not ``getrusage``'s ``ru_maxrss`` there: Linux carries it over ``execve`` from the
+    process that forked us, so a child of a 700 MB parent would start at 700 MB. Elsewhere
+    (macOS) ``ru_maxrss`` it is, for both (a fresh process is small at the start anyway)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2 ** 20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
+
+
+def _measure_child(conn, task: Task, steps: tuple[int, int] | None, max_steps: int) -> None:
+    """In a fresh process: time the task cut to steps[0], steps[0] and steps[1] (or whole)."""
+    try:
+        prepare_worker(WorkerSetup())
+        torch = sys.modules.get("torch")  # loaded with the task's module, if it uses torch
+        if torch is not None:
+            torch.use_deterministic_algorithms(True, warn_only=True)  # as in a chapter
+        base = _rss_mb("VmRSS")
+
+        def run(k: int | None) -> float:
+            kwargs = dict(task.kwargs) if k is None else {**task.kwargs, "max_steps": k}
+            start = time.perf_counter()
+            task.fn(**kwargs)
+            cuda = sys.modules.get("torch")
+            if cuda is not None and cuda.cuda.is_initialized():
+                cuda.cuda.synchronize()
+            return time.perf_counter() - start
+
+        if steps is None:
+            seconds = [run(None)]
+        else:
+            k1, k2 = steps
+            seconds = [run(k1), run(k1), run(k2)]
+            # Cheap steps: lengthen the second run until the steps' own time stands out of
+            # the noise (MIN_SPAN seconds), up to the task's full length.
+            for _ in range(4):
+                if seconds[2] - seconds[1] >= MIN_SPAN or k2 >= max_steps:
+                    break
+                k2 = min(max_steps, k2 * 4)
+                seconds[2] = run(k2)
+            steps = (k1, k2)
+        torch = sys.modules.get("torch")
+        gpu = torch is not None and torch.cuda.is_initialized()
+        conn.send({"seconds": seconds, "steps": steps, "base_rss_mb": base, "peak_rss_mb": _rss_mb("VmHWM"),
+                   "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2 ** 20 if gpu else None,
+                   "device": f"cuda ({torch.cuda.get_device_name()})" if gpu else "cpu"})
+    except BaseException as exc:  # report, do not hang the parent
+        conn.send({"error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        conn.close()
+
+
+def measure(task: Task, steps: tuple[int, int] | None = DEFAULT_STEPS,
+            timeout: float = DEFAULT_TIMEOUT) -> Measurement:
+    """Time ``task`` in a fresh process (see the module): cut to ``steps`` (k1 < k2)
+    optimisation steps, or whole when ``steps`` is None. Errors, a timeout or a killed
+    process (out of memory) come back in ``.error``."""
+    if steps is not None and not 1 <= steps[0] < steps[1]:
+        raise ValueError(f"steps must be two counts 1 <= k1 < k2, got {steps}")
+    m = Measurement(label=task.label or kind_of(task), steps=steps)
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_measure_child, args=(child, task, steps, max(task.steps or 0, steps[1] if steps else 0)),
+                       daemon=True)
+    proc.start()
+    child.close()
+    got, timed_out = None, False
+    try:
+        if parent.poll(timeout):
+            got = parent.recv()
+        else:
+            timed_out = True
+    except EOFError:  # the child died before it could answer
+        got = None
+    finally:
+        if got is not None:
+            proc.join(60)  # it answered and is exiting
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        parent.close()
+    if got is None:
+        m.error = (f"timed out after {timeout:.0f} s" if timed_out else
+                   f"the measuring process died (exit code {proc.exitcode}"
+                   + (", out of memory?)" if proc.exitcode == -9 else ")"))
+        return m
+    if "error" in got:
+        m.error = got["error"]
+        return m
+    for name in ("seconds", "steps", "base_rss_mb", "peak_rss_mb", "peak_gpu_mb", "device"):
+        setattr(m, name, got[name])
+    steps = m.steps
+    if steps is None:
+        m.task_s = m.seconds[0]
+    else:
+        cold, warm1, warm2 = m.seconds
+        m.step_s = max(0.0, (warm2 - warm1) / (steps[1] - steps[0]))
+        m.setup_s = max(0.0, warm1 - steps[0] * m.step_s)
+        m.once_s = max(0.0, cold - warm1)
+    return m
+
+
+def plan_tasks(tasks: Sequence[Task], *, steps: tuple[int, int] = DEFAULT_STEPS, timeout: float = DEFAULT_TIMEOUT,
+               timer: Callable[..., Measurement] = measure,
+               progress: Callable[[str], None] | None = None) -> list[KindPlan]:
+    """Group ``tasks`` by kind, time one task of each kind, estimate each kind's time."""
+    plans = []
+    for kind, members in group(tasks).items():
+        known = [t.steps for t in members if t.steps is not None]
+        total_steps = sum(known) if len(known) == len(members) else None
+        plan = KindPlan(kind=kind, tasks=len(members), steps=total_steps, gpu=any(t.gpu for t in members))
+        sample = max(members, key=lambda t: t.steps or 0)
+        cut = steps if (total_steps is not None and takes_max_steps(sample)) else None
+        if progress is not None:
+            progress(f"timing {kind}: {sample.label or kind_of(sample)}"
+                     + (f" cut to {cut[0]} and {cut[1]} steps" if cut else " whole"))
+        m = timer(sample, steps=cut, timeout=timeout)
+        plan.measurement = m
+        if m.error is None:
+            if cut is None:
+                plan.estimate_s, plan.longest_s = m.task_s * len(members), m.task_s
+            else:
+                plan.estimate_s = m.once_s + sum(m.setup_s + t.steps * m.step_s for t in members)
+                plan.longest_s = m.once_s + m.setup_s + max(t.steps for t in members) * m.step_s
+        plans.append(plan)
+    return plans
+
+
+def experiment_module(chapter_number: str) -> ModuleType | None:
+    """The experiment module of chapter "NN" (``nearid.experiments.chNN_*``), or None."""
+    import nearid.experiments as pkg
+
+    names = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name.startswith(f"ch{chapter_number}_"))
+    return importlib.import_module(f"{pkg.__name__}.{names[0]}") if names else None
+
+
+def human_seconds(s: float | None) -> str:
+    if s is None:
+        return "?"
+    if s < 90:
+        return f"{s:.0f} s" if s >= 1 else "< 1 s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    if s < 3 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} d"
+
+
+def chapter_summary(plans: Sequence[KindPlan]) -> dict[str, Any]:
+    """Total estimate and the largest peaks of a chapter; ``complete`` is False when some
+    kind could not be timed (its time is then missing from the total)."""
+    est = [p.estimate_s for p in plans]
+    rss = [p.measurement.peak_rss_mb for p in plans if p.measurement and p.measurement.peak_rss_mb]
+    gpu = [p.measurement.peak_gpu_mb for p in plans if p.measurement and p.measurement.peak_gpu_mb]
+    return {"tasks": sum(p.tasks for p in plans), "estimate_s": sum(e for e in est if e is not None),
+            "complete": all(e is not None for e in est), "peak_rss_mb": max(rss, default=None),
+            "peak_gpu_mb": max(gpu, default=None),
+            "longest_s": max((p.longest_s for p in plans if p.longest_s is not None), default=None)}
+
+
+def format_chapter(name: str, plans: Sequence[KindPlan]) -> str:
+    """The text ``nearid plan`` prints for one chapter."""
+    def num(v, width, prec=2):
+        return f"{v:{width}.{prec}f}" if v is not None else f"{'-':>{width}s}"
+
+    lines = [name, f"  {'kind':24s} {'tasks':>6s} {'steps/task':>10s} {'once s':>8s} {'setup s':>8s} {'ms/step':>8s} "
+                   f"{'estimate':>9s} {'peak RSS':>9s} {'GPU peak':>9s}"]
+    for p in plans:
+        m = p.measurement
+        per_task = f"{p.steps / p.tasks:.0f}" if p.steps is not None else "-"
+        kind = p.kind + (" (gpu)" if p.gpu else "")
+        if m is None or m.error is not None:
+            lines.append(f"  {kind:24s} {p.tasks:6d} {per_task:>10s}   not timed: {m.error if m else 'no measurement'}")
+            continue
+        step_ms = m.step_s * 1000 if m.step_s is not None else None
+        setup = m.setup_s if m.setup_s is not None else m.task_s
+        lines.append(f"  {kind:24s} {p.tasks:6d} {per_task:>10s} {num(m.once_s, 8)} {num(setup, 8)} {num(step_ms, 8)} "
+                     f"{human_seconds(p.estimate_s):>9s} {human_mb(m.peak_rss_mb):>9s} {human_mb(m.peak_gpu_mb, '-'):>9s}")
+    s = chapter_summary(plans)
+    devices = sorted({p.measurement.device for p in plans if p.measurement and p.measurement.device})
+    lines.append(f"  estimate: {human_seconds(s['estimate_s'])}{'' if s['complete'] else ' + kinds not timed'} "
+                 f"for {s['tasks']} tasks in one process on {', '.join(devices) or 'this machine'}; "
+                 f"peak memory per worker {human_mb(s['peak_rss_mb'])} RSS"
+                 + (f", {human_mb(s['peak_gpu_mb'])} GPU" if s["peak_gpu_mb"] else ""))
+    return "\n".join(lines)
+
+
+def human_mb(mb: float | None, missing: str = "?") -> str:
+    if mb is None:
+        return missing
+    return f"{mb / 1024:.1f} GB" if mb >= 1024 else f"{mb:.0f} MB"
+
+
+def parse_steps(text: str) -> tuple[int, int]:
+    """ "2,10" -> (2, 10), checked."""
+    try:
+        k1, k2 = (int(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(f"--steps takes two step counts such as 2,10, got {text!r}") from None
+    if not 1 <= k1 < k2:
+        raise ValueError(f"--steps needs 1 <= k1 < k2, got {text!r}")
+    return k1, k2
+
+
+def plan_chapters(params: dict[str, Any], *, steps: tuple[int, int] = DEFAULT_STEPS,
+                  timeout: float = DEFAULT_TIMEOUT, workers: int = 1,
+                  out: Callable[[str], None] = print,
+                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Plan every chapter in ``params`` (chapter key -> its resolved parameters ``P``) whose
+    experiment module has ``plan(P)``; print each chapter and the total through ``out``.
+    Returns a JSON-able report: per chapter its kinds and summary (None: no ``plan``)."""
+    report: dict[str, Any] = {"steps": list(steps), "workers": workers, "chapters": {}}
+    total, longest, complete, peak, without = 0.0, 0.0, True, [], []
+    for key, P in params.items():
+        module = experiment_module(key.split("_", 1)[0])
+        if module is None or not callable(getattr(module, "plan", None)):
+            without.append(key)
+            report["chapters"][key] = None
+            out(f"{key}: its experiment module has no plan(P); not estimated")
+            continue
+        tasks = list(module.plan(P))
+        plans = plan_tasks(tasks, steps=steps, timeout=timeout, progress=progress)
+        summary = chapter_summary(plans)
+        report["chapters"][key] = {"kinds": [p.to_dict() for p in plans], **summary}
+        out(format_chapter(f"{key}: {len(tasks)} tasks", plans))
+        total += summary["estimate_s"]
+        longest = max(longest, summary["longest_s"] or 0.0)
+        complete &= summary["complete"]
+        peak += [summary["peak_rss_mb"]] if summary["peak_rss_mb"] else []
+    planned = [k for k, v in report["chapters"].items() if v is not None]
+    report.update(estimate_s=total, complete=complete, longest_s=longest, planned=planned, without_plan=without,
+                  peak_rss_mb=max(peak, default=None))
+    if len(params) > 1 or workers > 1:
+        line = (f"total: {human_seconds(total)}{'' if complete else ' + kinds not timed'} for the tasks of "
+                f"{len(planned)} chapter{'s' if len(planned) != 1 else ''} in one process")
+        if workers > 1:
+            line += (f"; with {workers} workers at least {human_seconds(max(total / workers, longest))} "
+                     f"(the longest task alone takes {human_seconds(longest)})")
+        if without:
+            line += f"; not estimated: {', '.join(without)}"
+        out(line)
+    return report

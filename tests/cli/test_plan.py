@@ -1,0 +1,70 @@
+"""`nearid plan` against the chapter contract (experiment module `plan(P) -> list[Task]`),
+with a fake experiment module whose tasks are small functions from tests/task_functions.py."""
+
+import json
+import types
+
+import task_functions as tf
+from nearid import planning
+from nearid.cli import main as cli
+from nearid.tasks import Task
+
+SEEN = {}
+
+
+def _fake_plan(P):
+    SEEN["P"] = P
+    tasks = [Task(tf.sleepy, {"seconds": 0.05, "per_step": 0.01, "seed": s}, kind="train_ae", label=f"ae seed {s}",
+                  steps=P.epochs * 10) for s in range(P.seeds)]
+    tasks += [Task(tf.sleepy, {"seconds": 0.05, "seed": s}, kind="embed", label=f"embed {s}") for s in range(3)]
+    return tasks
+
+
+def _only_03(monkeypatch):
+    fake = types.SimpleNamespace(plan=_fake_plan)
+    monkeypatch.setattr(planning, "experiment_module", lambda number: fake if number == "03" else None)
+
+
+def test_plan_one_chapter_lists_kinds_and_estimates(monkeypatch, capsys, tmp_path):
+    _only_03(monkeypatch)
+    out_json = tmp_path / "plan.json"
+    assert cli.main(["plan", "03", "--profile", "smoke", "-p", "seeds=4", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert SEEN["P"].seeds == 4 and SEEN["P"].epochs == 2, "plan gets the resolved parameters, overrides applied"
+    assert "03_bilipschitz: 7 tasks" in out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and line.split()}
+    assert lines["train_ae"].split()[1:3] == ["4", "20"] and lines["embed"].split()[1:3] == ["3", "-"]
+    assert "estimate:" in out and "peak memory per worker" in out
+    report = json.loads(out_json.read_text())
+    ch = report["chapters"]["03_bilipschitz"]
+    assert report["complete"] and ch["tasks"] == 7
+    train = ch["kinds"][0]
+    m = train["measurement"]
+    assert train["steps"] == 80 and m["steps"][0] == 2 and 10 <= m["steps"][1] <= 20, "k2 grows for quick steps"
+    assert train["estimate_s"] == m["once_s"] + 4 * m["setup_s"] + 80 * m["step_s"]
+
+
+def test_plan_the_whole_book_says_which_chapters_have_no_plan(monkeypatch, capsys):
+    _only_03(monkeypatch)
+    assert cli.main(["plan", "--profile", "smoke", "--workers", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "01_definitions: its experiment module has no plan(P); not estimated" in out
+    assert "03_bilipschitz: 5 tasks" in out
+    total = [line for line in out.splitlines() if line.startswith("total:")]
+    assert len(total) == 1 and "with 4 workers at least" in total[0] and "not estimated: 01_definitions" in total[0]
+
+
+def test_plan_fails_when_a_kind_cannot_be_timed(monkeypatch, capsys):
+    def plan(P):
+        return [Task(tf.sleepy, {"seconds": 30}, kind="slow", label="slow")]
+
+    monkeypatch.setattr(planning, "experiment_module", lambda n: types.SimpleNamespace(plan=plan) if n == "02" else None)
+    assert cli.main(["plan", "02", "--profile", "smoke", "--timeout", "1"]) == 1
+    assert "not timed: timed out after 1 s" in capsys.readouterr().out
+
+
+def test_plan_rejects_bad_input(capsys):
+    assert cli.main(["plan", "03", "--profile", "huge"]) == 2
+    assert "unknown profile" in capsys.readouterr().err
+    assert cli.main(["plan", "03", "--steps", "5,2"]) == 2
+    assert "k1 < k2" in capsys.readouterr().err

@@ -1,0 +1,87 @@
+"""`nearid plan`'s estimates: the cost model (exact, with a fake timer) and the measurement
+itself (a fresh process timing a task cut to k1 and k2 steps, its peak memory, its failures)."""
+
+import numpy as np
+import pytest
+
+import task_functions as tf
+from nearid import planning
+from nearid.planning import Measurement
+from nearid.tasks import Task
+
+
+def _fake_timer(calls):
+    def timer(task, steps, timeout):
+        calls.append((task.label, steps))
+        if steps is None:
+            return Measurement(label=task.label, steps=None, seconds=[3.0], task_s=3.0, peak_rss_mb=100.0)
+        return Measurement(label=task.label, steps=steps, seconds=[4.0, 3.0, 3.8], once_s=1.0, setup_s=2.0,
+                           step_s=0.01, peak_rss_mb=500.0, device="cpu")
+    return timer
+
+
+def test_the_cost_model_adds_once_setup_and_steps():
+    tasks = [Task(tf.sleepy, {"seconds": 0, "max_steps": None}, kind="train", label=f"t{i}", steps=s)
+             for i, s in enumerate([100, 100, 200])]
+    tasks += [Task(tf.where_am_i, {"x": i}, kind="embed", label=f"e{i}") for i in range(4)]
+    calls = []
+    plans = planning.plan_tasks(tasks, steps=(2, 10), timer=_fake_timer(calls))
+    assert calls == [("t2", (2, 10)), ("e0", None)], "one task per kind, the one with most steps, cut when it can be"
+    train, embed = plans
+    assert (train.kind, train.tasks, train.steps) == ("train", 3, 400)
+    assert train.estimate_s == pytest.approx(1.0 + 3 * 2.0 + 400 * 0.01)
+    assert train.longest_s == pytest.approx(1.0 + 2.0 + 200 * 0.01)
+    assert (embed.tasks, embed.steps, embed.estimate_s) == (4, None, 12.0)
+    s = planning.chapter_summary(plans)
+    assert s["estimate_s"] == pytest.approx(23.0) and s["complete"] and s["peak_rss_mb"] == 500.0
+
+
+def test_a_kind_that_cannot_be_timed_is_reported_not_guessed():
+    def broken(task, steps, timeout):
+        return Measurement(label=task.label, steps=steps, error="MemoryError: too big")
+
+    plans = planning.plan_tasks([Task(tf.sleepy, {"seconds": 0}, kind="big", steps=5)], timer=broken)
+    assert plans[0].estimate_s is None and not planning.chapter_summary(plans)["complete"]
+    assert "not timed: MemoryError: too big" in planning.format_chapter("ch", plans)
+
+
+def test_a_task_without_max_steps_runs_whole():
+    calls = []
+    planning.plan_tasks([Task(tf.flaky, {"x": 1}, kind="k", label="f", steps=10)], timer=_fake_timer(calls))
+    assert calls == [("f", None)]
+
+
+def test_measure_separates_setup_from_steps_and_sees_memory():
+    """sleepy sleeps 0.4 s plus 0.05 s per step and holds 300 MiB: a fresh process times it
+    at 2, 2 and 10 steps (or more: 8 steps take less than planning.MIN_SPAN)."""
+    task = Task(tf.sleepy, {"seconds": 0.4, "per_step": 0.05, "mb": 300}, kind="sleepy", steps=100)
+    ballast = np.ones(400 * 131072)  # 400 MiB here must not count in the child (Linux's ru_maxrss would)
+    m = planning.measure(task, steps=(2, 10), timeout=300)
+    assert ballast[-1] == 1.0
+    assert m.error is None, m.error
+    assert m.steps[0] == 2 and m.steps[1] >= 10
+    assert m.step_s == pytest.approx(0.05, abs=0.03)  # loose: the machine may be busy
+    assert 0.3 < m.setup_s < 3.0, "the sleep and filling 300 MiB, paid once per task"
+    assert m.peak_rss_mb - m.base_rss_mb > 250 and m.device == "cpu" and m.peak_gpu_mb is None
+    assert m.base_rss_mb < 250, "a fresh process (python, numpy, the task's module) starts small"
+
+
+def test_measure_reports_errors_and_timeouts(tmp_path):
+    m = planning.measure(Task(tf.flaky, {"x": 1, "fail_at": 1, "marker_dir": str(tmp_path)}), steps=None)
+    assert m.error == "RuntimeError: planted failure at 1"
+    m = planning.measure(Task(tf.killer, {"x": 0, "kill_at": 0, "marker_dir": str(tmp_path / "m"),
+                                          "calls_dir": str(tmp_path)}), steps=None)
+    assert m.error == "the measuring process died (exit code -9, out of memory?)"
+    m = planning.measure(Task(tf.sleepy, {"seconds": 60}), steps=None, timeout=2)
+    assert m.error == "timed out after 2 s"
+
+
+def test_helpers():
+    assert planning.parse_steps("2,10") == (2, 10)
+    for bad in ("10,2", "2", "a,b", "0,3"):
+        with pytest.raises(ValueError):
+            planning.parse_steps(bad)
+    assert [planning.human_seconds(s) for s in (0.2, 42, 600, 7200, 4 * 86400)] == \
+        ["< 1 s", "42 s", "10 min", "2.0 h", "4.0 d"]
+    assert planning.experiment_module("03").__name__ == "nearid.experiments.ch03_bilipschitz"
+    assert planning.experiment_module("99") is None
