@@ -187,10 +187,10 @@ sweep = sweeps["all"]
 summary = sweep.summary()
 digit_budgets = sorted(P.digit_n_trains) if P.digits else []
 
-# %% tags=["remove-cell"]
+# %% tags=["remove-input"]
 if P.dry_run:
     print("DRY RUN: every autoencoder stopped after 2 optimisation steps and was evaluated on at most "
-          "1,000 held-out images; the numbers below exercise the code paths and mean nothing.")
+          "100 held-out images; the numbers below exercise the code paths and mean nothing.")
 
 # %% [markdown]
 # (ch03-knob)=

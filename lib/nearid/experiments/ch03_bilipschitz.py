@@ -37,7 +37,7 @@ from nearid.verdicts import Verdict, bootstrap_statistic, paired_difference
 SETTING = ["group", "alpha", "weight_decay"]
 DATASETS = ("mnist", "sklearn_digits")
 DRY_RUN_STEPS = 2  # optimiser steps per task in a dry run
-DRY_RUN_TEST_ROWS = 1000  # held-out images a dry run evaluates on (at most)
+DRY_RUN_EVAL_ROWS = 100  # held-out images per model a dry run evaluates on (at most)
 
 
 # --------------------------------------------------------------------------- data
@@ -113,17 +113,19 @@ def train_and_measure(*, alpha: float, seed: int, weight_decay: float = 0.0, dig
                       dataset: str = "mnist", n_train: int = 5000, n_test: int = 2000, latent_dim: int = 8,
                       hidden: Sequence[int] = (128, 64), epochs: int = 20, batch_size: int = 64,
                       lr: float = 2e-3, encoder_slope: float = 0.0, device: str = "auto",
-                      max_steps: int | None = None) -> dict:
+                      max_steps: int | None = None, eval_rows: int | None = None) -> dict:
     """The chapter's task: train one autoencoder and measure it on held-out images.
 
     Trains on the first ``n_train`` training images (of class ``digit`` only, if given) and
-    evaluates on the first ``n_test`` test images (same class). Returns the held-out codes,
+    evaluates on the first ``n_test`` test images (same class; only the first ``eval_rows`` of
+    them when given, as a dry run does). Returns the held-out codes,
     the decoder Jacobian's singular values at them (B(z) is computed from these by the
     sweep, so the estimator can change without retraining), the reconstruction error and
     the training record; no torch module, so the result is small and cacheable.
     """
     X_tr, _ = load_images(dataset, train=True, n=n_train, digit=digit)
     X_te, _ = load_images(dataset, train=False, n=n_test, digit=digit)
+    X_te = X_te[:eval_rows]
     if len(X_tr) == 0 or len(X_te) < 3:
         raise ValueError(f"{dataset} digit={digit}: {len(X_tr)} training and {len(X_te)} held-out images")
     model, res = train_autoencoder(X_tr, alpha=alpha, seed=seed, latent_dim=latent_dim, hidden=hidden,
@@ -153,6 +155,7 @@ class BiLipschitzSweep:
         (one scale per model; the chapter's definition) or "local". Both are stored.
     fit_fraction : share of held-out images used to fit each alignment map (the rest score it).
     max_steps : stop every model after this many optimiser steps (a dry run uses 2).
+    eval_rows : evaluate each model on at most this many of its held-out images (a dry run).
     executor, scheduler : where the tasks run (:func:`nearid.tasks.run_tasks`).
     log : called with one line per finished task and per setting (``print``); None is silent.
 
@@ -171,7 +174,7 @@ class BiLipschitzSweep:
                  hidden: Sequence[int] = (128, 64), epochs: int = 20, batch_size: int = 64, lr: float = 2e-3,
                  encoder_slope: float = 0.0, tie_encoder: bool = False, normalisation: str = "model",
                  fit_fraction: float = 0.5, device: str = "auto", max_steps: int | None = None,
-                 executor: str | None = None, scheduler: str | None = None,
+                 eval_rows: int | None = None, executor: str | None = None, scheduler: str | None = None,
                  log: Callable[[str], None] | None = print):
         self.alphas = alphas
         self.seeds = seeds
@@ -192,6 +195,7 @@ class BiLipschitzSweep:
         self.fit_fraction = fit_fraction
         self.device = device
         self.max_steps = max_steps
+        self.eval_rows = eval_rows
         self.executor = executor
         self.scheduler = scheduler
         self.log = log
@@ -216,6 +220,7 @@ class BiLipschitzSweep:
         groups = []
         for d in self.digits:
             n_tr, n_te = int((y_tr == d).sum()), int((y_te == d).sum())
+            n_te = n_te if self.eval_rows is None else min(n_te, self.eval_rows)
             if n_tr == 0 or n_te < need:
                 raise ValueError(f"digit {d}: {n_tr} training and {n_te} held-out images; need some "
                                  f"training images and >= {need} held-out (raise n_train / n_test)")
@@ -236,7 +241,7 @@ class BiLipschitzSweep:
                           latent_dim=int(self.latent_dim), hidden=[int(h) for h in self.hidden],
                           epochs=int(self.epochs), batch_size=int(self.batch_size), lr=float(self.lr),
                           encoder_slope=float(alpha if self.tie_encoder else self.encoder_slope),
-                          device=str(self.device), max_steps=self.max_steps)
+                          device=str(self.device), max_steps=self.max_steps, eval_rows=self.eval_rows)
             where = "all digits" if digit is None else f"digit {digit}"
             kind = "ch03 autoencoder" + ("" if digit is None else " (one digit)")
             label = f"ch03 {where}, n_train {self.n_train}, alpha {alpha:g}, weight decay {wd:g}, seed {self.seed + k}"
@@ -322,12 +327,12 @@ def fit_sweeps(sweeps: Mapping[str, BiLipschitzSweep], *, executor: str | None =
 def chapter_sweeps(P: Mapping, *, log: Callable[[str], None] | None = print) -> dict[str, BiLipschitzSweep]:
     """The chapter's sweeps for resolved parameters ``P``: "all" (every digit, alphas x weight
     decays x seeds) and one digit-specific sweep per training budget in ``digit_n_trains``
-    ("digits_<n>"). A dry run cuts every model to 2 steps and evaluates on fewer images."""
+    ("digits_<n>"). A dry run cuts every model to 2 steps and evaluates it on 100 images."""
     dry = bool(P.get("dry_run", False))
-    n_test = min(P["n_test"], DRY_RUN_TEST_ROWS) if dry else P["n_test"]
-    common = dict(seed=P["seed"], dataset="mnist", n_test=n_test, latent_dim=P["latent_dim"],
+    common = dict(seed=P["seed"], dataset="mnist", n_test=P["n_test"], latent_dim=P["latent_dim"],
                   hidden=tuple(P["hidden"]), epochs=P["epochs"], batch_size=P["batch_size"], lr=P["lr"],
                   tie_encoder=P["tie_encoder"], device=P["device"], max_steps=DRY_RUN_STEPS if dry else None,
+                  eval_rows=DRY_RUN_EVAL_ROWS if dry else None,
                   executor=P.get("executor"), scheduler=P.get("scheduler"), log=log)
     out = {"all": BiLipschitzSweep(alphas=P["alphas"], seeds=P["seeds"], weight_decays=P["weight_decays"],
                                    n_train=P["n_train"], **common)}

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from nearid.book.profiles import resolve
-from nearid.experiments.ch03_bilipschitz import (DRY_RUN_STEPS, BiLipschitzSweep, fit_sweeps, fit_theory_curve,
-                                                 leak_effect, load_images, plan, rank_correlation, spearman_rho,
-                                                 summarise, theory_curve, theory_fit_intervals, train_and_measure,
-                                                 train_autoencoder)
+from nearid.experiments.ch03_bilipschitz import (DRY_RUN_EVAL_ROWS, DRY_RUN_STEPS, BiLipschitzSweep, fit_sweeps,
+                                                 fit_theory_curve, leak_effect, load_images, plan, rank_correlation,
+                                                 spearman_rho, summarise, theory_curve, theory_fit_intervals,
+                                                 train_and_measure, train_autoencoder)
 
 TINY = dict(dataset="sklearn_digits", n_train=600, n_test=300, latent_dim=3, hidden=(16,), epochs=2, log=None)
 
@@ -106,7 +106,8 @@ def test_task_is_deterministic_and_stops_at_max_steps():
     a, b = train_and_measure(**kw), train_and_measure(**kw)
     assert np.array_equal(a["codes"], b["codes"]) and np.array_equal(a["singular_values"], b["singular_values"])
     assert a["steps"] == 2 * 7 and a["codes"].shape == (100, 3) and a["singular_values"].shape == (100, 3)
-    assert train_and_measure(**{**kw, "max_steps": 2})["steps"] == 2
+    short = train_and_measure(**{**kw, "max_steps": 2, "eval_rows": 40})
+    assert short["steps"] == 2 and short["codes"].shape == (40, 3) and short["n_test"] == 40
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         train_autoencoder(np.zeros((10, 64)), alpha=1.5, seed=0)
 
@@ -162,7 +163,7 @@ def test_plan_lists_the_chapters_models(mnist_root):
     n_digit = len(P.digit_n_trains) * len(P.digits) * len(P.digit_alphas) * P.digit_seeds
     assert len(tasks) == n_all + n_digit
     assert {t.kwargs["n_train"] for t in tasks[n_all:]} == set(P.digit_n_trains)
-    assert all(t.kwargs["max_steps"] is None and t.steps > 0 for t in tasks)
+    assert all(t.kwargs["max_steps"] is None and t.kwargs["eval_rows"] is None and t.steps > 0 for t in tasks)
     dry = plan(resolve("03_bilipschitz", "full", {"dry_run": True}))
     assert all(t.kwargs["max_steps"] == DRY_RUN_STEPS and t.steps == DRY_RUN_STEPS for t in dry)
-    assert all(t.kwargs["n_test"] <= 1000 for t in dry)
+    assert all(t.kwargs["eval_rows"] == DRY_RUN_EVAL_ROWS for t in dry)
