@@ -32,17 +32,21 @@ PROFILES = {
 }
 
 CONSTRAINTS = dict(
-    seed=SEED, seeds=Interval(int, 2), alphas=ListOf(Interval(float, 0, 1), min_len=2, unique=True),
+    seed=SEED, seeds=Interval(int, 2), alphas=ListOf(Interval(float, 0, 1), unique=True),
     weight_decays=ListOf(NON_NEGATIVE, unique=True), latent_dim=Interval(int, 2),
     hidden=ListOf(POSITIVE_INT), tie_encoder=Boolean(), n_train=Interval(int, 10, MNIST_TRAIN),
     n_test=Interval(int, 20, MNIST_TEST), epochs=POSITIVE_INT, batch_size=POSITIVE_INT, lr=POSITIVE,
     digits=ListOf(Interval(int, 0, 9), min_len=0, unique=True),
-    digit_alphas=ListOf(Interval(float, 0, 1), min_len=2, unique=True), digit_seeds=Interval(int, 2),
+    digit_alphas=ListOf(Interval(float, 0, 1), unique=True), digit_seeds=Interval(int, 2),
     digit_weight_decay=NON_NEGATIVE, digit_n_trains=ListOf(Interval(int, 10, MNIST_TRAIN), unique=True),
     device=DEVICE, executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
 )
 
 RULES = [
+    Rule(("alphas",), lambda p: len(p["alphas"]) >= 2,
+         "alphas needs at least two slopes (the chapter compares the smallest with the largest)"),
+    Rule(("digit_alphas", "digits"), lambda p: len(p["digit_alphas"]) >= 2 or not p["digits"],
+         "digit_alphas needs at least two slopes (a rank correlation over one slope measures nothing)"),
     Rule(("seeds", "alphas", "weight_decays"),
          lambda p: p["seeds"] * (p["seeds"] - 1) // 2 * len(p["alphas"]) * len(p["weight_decays"]) >= 3,
          "the rank correlation over pairs of seeds needs at least 3 pairs in all"),
