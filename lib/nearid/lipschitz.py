@@ -1,21 +1,26 @@
 """Per-sample bi-Lipschitz estimates of a decoder, from its Jacobian.
 
-Theorem 1 of the paper needs a decoder g that is (1+L)-bi-Lipschitz: distances between codes
-are kept up to a factor 1+L. Locally, around a code z, g stretches a small displacement dz by
-between s_min(z) and s_max(z), the extreme singular values of the Jacobian J_g(z). So
+Theorem 1 of the paper needs a decoder g that is (1+L)-bi-Lipschitz: after fixing its overall
+scale c (the encoder can shrink its codes by any factor and the decoder grow by the same
+factor, so no absolute stretch means anything), g stretches no distance by more than 1+L and
+shrinks none by more than 1+L:
 
-    B(z) = s_max(z) / s_min(z)          (``normalisation="condition"``, the default)
+    |z - z'| / (1+L)  <=  |g(z) - g(z')| / c  <=  (1+L) |z - z'|.
 
-is the local distortion at z; B(z) = 1 exactly when g is a local isometry up to scale, and
-L = B - 1. The ratio is scale-free on purpose: a decoder's overall scale is arbitrary (the
-encoder can shrink its codes by any factor and the decoder grow by the same factor), so no
-absolute singular value means anything on its own.
+Around a code z, g stretches a small displacement by between s_min(z) and s_max(z), the
+extreme singular values of its Jacobian J_g(z). At scale c the local constant is
 
-``normalisation="geometric"`` instead divides every singular value of every sample by one
-model-level scale c (their geometric mean) and takes B(z) = max(s_max(z)/c, c/s_min(z)), the
-smallest symmetric stretch bound at z in units of c. It also sees scale changes *between*
-codes (which the condition number ignores) and is the closer reading of a global
-bi-Lipschitz constant.
+    B_c(z) = 1 + L_c(z) = max(s_max(z) / c, c / s_min(z)).
+
+``normalisation="model"`` (the default, the definition above) fixes ONE scale per model, the
+one that makes the largest B_c(z) over the given codes smallest,
+c = sqrt(max_z s_max(z) * min_z s_min(z)); then max_z B(z) = sqrt(max s_max / min s_min),
+the smallest constant any single scale achieves on these Jacobians. For a linear map
+g(z) = Wz + b this is sqrt(cond(W)) at every z, its exact constant.
+
+``normalisation="local"`` lets every code choose its own best scale c(z) = sqrt(s_max s_min),
+B(z) = sqrt(s_max(z) / s_min(z)): the distortion of the neighbourhood of z alone, blind to
+scale changes *between* codes. It is never larger than the model normalisation.
 
 Jacobians come from :mod:`torch.func` (``jacfwd`` when the code is narrower than the output,
 as for autoencoders, ``jacrev`` otherwise), vectorised over samples with ``vmap``.
@@ -30,7 +35,7 @@ import numpy as np
 import torch
 from torch.func import jacfwd, jacrev, vmap
 
-NORMALISATIONS = ("condition", "geometric")
+NORMALISATIONS = ("model", "local")
 
 
 def _as_codes(Z) -> torch.Tensor:
@@ -78,30 +83,30 @@ def jacobian_singular_values(decoder, Z, batch_size: int = 512,
     return torch.linalg.svdvals(J.double()).cpu().numpy()
 
 
-def bilipschitz_from_singular_values(S, normalisation: str = "condition") -> tuple[np.ndarray, float]:
-    """B(z) per row of singular values ``S`` (n, k); returns (B, scale c used).
+def bilipschitz_from_singular_values(S, normalisation: str = "model") -> tuple[np.ndarray, float]:
+    """B(z) = 1 + L(z) per row of Jacobian singular values ``S`` (n, k); returns (B, scale c).
 
-    A zero smallest singular value (a collapsed direction) gives B = inf: the decoder is not
-    injective there, and no finite bi-Lipschitz constant exists.
+    "model": one scale c for all rows, the one that minimises the largest B;
+    "local": each row its own scale (c is then NaN). A zero smallest singular value (a
+    collapsed direction) gives B = inf at that row: the decoder is not injective there.
     """
     if normalisation not in NORMALISATIONS:
         raise ValueError(f"unknown normalisation {normalisation!r}; valid: {', '.join(NORMALISATIONS)}")
     S = np.asarray(S, dtype=np.float64)
-    if S.ndim != 2 or S.shape[1] < 1:
+    if S.ndim != 2 or S.shape[0] < 1 or S.shape[1] < 1:
         raise ValueError(f"singular values must be a 2-D array (samples x k), got shape {S.shape}")
     if (S < 0).any() or not np.isfinite(S).all():
         raise ValueError("singular values must be finite and non-negative")
     s_max, s_min = S.max(1), S.min(1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if normalisation == "condition":
-            B = np.where(s_min > 0, s_max / np.where(s_min > 0, s_min, 1.0), np.inf)
-            B[s_max == 0] = np.inf
-            return B, 1.0
-        positive = S[S > 0]
-        if positive.size == 0:
-            return np.full(S.shape[0], np.inf), float("nan")
-        c = float(np.exp(np.log(positive).mean()))
-        B = np.maximum(s_max / c, np.where(s_min > 0, c / np.where(s_min > 0, s_min, 1.0), np.inf))
+    ok = s_min > 0  # rows without a collapsed direction
+    B = np.full(len(S), np.inf)
+    if not ok.any():
+        return B, float("nan")
+    if normalisation == "local":
+        B[ok] = np.sqrt(s_max[ok] / s_min[ok])
+        return B, float("nan")
+    c = float(np.sqrt(s_max[ok].max() * s_min[ok].min()))  # the minimax scale
+    B[ok] = np.maximum(s_max[ok] / c, c / s_min[ok])
     return B, c
 
 
@@ -111,7 +116,7 @@ class BiLipschitzEstimate:
 
     B: np.ndarray  # (n,) per-sample bi-Lipschitz estimate, >= 1
     singular_values: np.ndarray  # (n, k)
-    scale: float  # the normalising scale c (1.0 for "condition")
+    scale: float  # the model's scale c ("model"; NaN for "local")
     normalisation: str
 
     @property
@@ -131,7 +136,7 @@ class BiLipschitzEstimate:
         return float(np.median(self.L))
 
 
-def estimate_bilipschitz(decoder, Z, normalisation: str = "condition", batch_size: int = 512,
+def estimate_bilipschitz(decoder, Z, normalisation: str = "model", batch_size: int = 512,
                          device: str | torch.device = "cpu") -> BiLipschitzEstimate:
     """B(z) at every code in ``Z`` (e.g. the encoder's codes of held-out images), with L summaries."""
     S = jacobian_singular_values(decoder, Z, batch_size=batch_size, device=device)

@@ -6,37 +6,86 @@ decoder uses leaky ReLUs with negative slope ``alpha`` (PyTorch's convention: al
 linear decoder, alpha = 0 a ReLU decoder), over a grid of alphas, seeds and weight decays,
 and measures per model the bi-Lipschitz estimate L (:mod:`nearid.lipschitz`) at the codes of
 held-out images and the reconstruction error, and per pair of seeds the rigid and linear
-alignment errors (:func:`nearid.align.alignment_table`) on those held-out images. Results are
+alignment errors (:func:`nearid.align.compare`) on those held-out images.
+
+Each autoencoder is one :class:`nearid.tasks.Task` (:func:`train_and_measure`, a pure function
+of its parameters and seed that loads its own images); :func:`plan` lists the chapter's tasks
+and :func:`fit_sweeps` runs them through :func:`nearid.tasks.run_tasks` in one go. Results are
 tidy pandas DataFrames, one row per model, per pair, per (model, image) for B(z).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-import time
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import spearmanr
-from sklearn.linear_model import LinearRegression
-from sklearn.metrics import r2_score
+from scipy.stats import rankdata
 
-from nearid.align import alignment_table
+from nearid.align import compare
 from nearid.lipschitz import bilipschitz_from_singular_values, jacobian_singular_values
 from nearid.models import MLPAutoencoder
+from nearid.tasks import Task, run_tasks
 from nearid.train import TrainResult, fit, predict
+from nearid.verdicts import Verdict, bootstrap_statistic, paired_difference
 
 SETTING = ["group", "alpha", "weight_decay"]
+DATASETS = ("mnist", "sklearn_digits")
+DRY_RUN_STEPS = 2  # optimiser steps per task in a dry run
+DRY_RUN_EVAL_ROWS = 100  # held-out images per model a dry run evaluates on (at most)
+
+
+# --------------------------------------------------------------------------- data
+@functools.lru_cache(maxsize=4)
+def _image_set(dataset: str, train: bool) -> tuple[np.ndarray, np.ndarray]:
+    """All images of one split, flattened float32 in [0, 1], read once per process."""
+    if dataset == "mnist":
+        from nearid.data.mnist import load_mnist
+
+        X, y = load_mnist(train=train)
+    elif dataset == "sklearn_digits":  # 8x8 digits bundled with scikit-learn: for fast tests
+        from sklearn.datasets import load_digits
+
+        X, y = load_digits(return_X_y=True)
+        X = X / 16.0
+        X, y = (X[:1297], y[:1297]) if train else (X[1297:], y[1297:])
+    else:
+        raise ValueError(f"unknown dataset {dataset!r}; valid: {', '.join(DATASETS)}")
+    X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
+    X.setflags(write=False)
+    return X, np.asarray(y, dtype=np.int64)
+
+
+def load_images(dataset: str = "mnist", *, train: bool, n: int | None = None,
+                digit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``n`` images of a split (then only class ``digit``, if given), as copies."""
+    X, y = _image_set(dataset, bool(train))
+    X, y = X[:n], y[:n]
+    if digit is not None:
+        keep = y == digit
+        X, y = X[keep], y[keep]
+    return np.array(X), np.array(y)
+
+
+def _torch_device(device: str | torch.device) -> torch.device:
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
 
 
 # --------------------------------------------------------------------------- one model
 def train_autoencoder(X, *, alpha: float, seed: int, latent_dim: int = 8,
                       hidden: Sequence[int] = (128, 64), epochs: int = 20, batch_size: int = 64,
                       lr: float = 2e-3, weight_decay: float = 0.0, encoder_slope: float = 0.0,
-                      device: str | torch.device = "cpu") -> tuple[MLPAutoencoder, TrainResult]:
+                      device: str | torch.device = "cpu",
+                      max_steps: int | None = None) -> tuple[MLPAutoencoder, TrainResult]:
     """One MLP autoencoder on flattened images ``X``; ``seed`` fixes both init and shuffling."""
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha (the decoder's leaky-ReLU negative slope) must lie in [0, 1], got {alpha}")
@@ -45,56 +94,96 @@ def train_autoencoder(X, *, alpha: float, seed: int, latent_dim: int = 8,
     model = MLPAutoencoder(X.shape[1], latent_dim, hidden=hidden, encoder_slope=encoder_slope,
                            decoder_slope=alpha)
     result = fit(model, X, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
-                 seed=seed, device=device)
+                 seed=seed, device=_torch_device(device), max_steps=max_steps)
     return model, result
 
 
 def evaluate_autoencoder(model: MLPAutoencoder, X, *, device: str | torch.device = "cpu") -> dict:
-    """Codes, reconstruction MSE (per pixel) and B(z) of both normalisations on images ``X``."""
+    """Codes, reconstruction MSE (per pixel) and the decoder Jacobian's singular values on ``X``."""
+    device = _torch_device(device)
     X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
     model = model.to(device).eval()
     Z = predict(model.encode, X, device=device)
     recon = predict(model, X, device=device)
     S = jacobian_singular_values(model.decoder, Z, device=device)
-    B, _ = bilipschitz_from_singular_values(S, "condition")
-    Bg, _ = bilipschitz_from_singular_values(S, "geometric")
-    return {"codes": Z, "recon_error": float(np.mean((recon - X) ** 2)), "B": B, "B_geometric": Bg}
+    return {"codes": Z, "recon_error": float(np.mean((recon - X) ** 2)), "singular_values": S}
+
+
+def train_and_measure(*, alpha: float, seed: int, weight_decay: float = 0.0, digit: int | None = None,
+                      dataset: str = "mnist", n_train: int = 5000, n_test: int = 2000, latent_dim: int = 8,
+                      hidden: Sequence[int] = (128, 64), epochs: int = 20, batch_size: int = 64,
+                      lr: float = 2e-3, encoder_slope: float = 0.0, device: str = "auto",
+                      max_steps: int | None = None, eval_rows: int | None = None) -> dict:
+    """The chapter's task: train one autoencoder and measure it on held-out images.
+
+    Trains on the first ``n_train`` training images (of class ``digit`` only, if given) and
+    evaluates on the first ``n_test`` test images (same class; only the first ``eval_rows`` of
+    them when given, as a dry run does). Returns the held-out codes,
+    the decoder Jacobian's singular values at them (B(z) is computed from these by the
+    sweep, so the estimator can change without retraining), the reconstruction error and
+    the training record; no torch module, so the result is small and cacheable.
+    """
+    X_tr, _ = load_images(dataset, train=True, n=n_train, digit=digit)
+    X_te, _ = load_images(dataset, train=False, n=n_test, digit=digit)
+    X_te = X_te[:eval_rows]
+    if len(X_tr) == 0 or len(X_te) < 3:
+        raise ValueError(f"{dataset} digit={digit}: {len(X_tr)} training and {len(X_te)} held-out images")
+    model, res = train_autoencoder(X_tr, alpha=alpha, seed=seed, latent_dim=latent_dim, hidden=hidden,
+                                   epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
+                                   encoder_slope=encoder_slope, device=device, max_steps=max_steps)
+    ev = evaluate_autoencoder(model, X_te, device=device)
+    return {**ev, "train_loss": res.losses[-1] if res.losses else float("nan"), "seconds": res.seconds,
+            "steps": res.steps, "n_train": len(X_tr), "n_test": len(X_te)}
 
 
 # --------------------------------------------------------------------------- the sweep
 class BiLipschitzSweep:
-    """Train autoencoders over alphas x weight decays x seeds; measure L, errors, alignment.
+    """Train autoencoders over alphas x weight decays x seeds (x digits); measure L, errors, alignment.
 
     Parameters
     ----------
     alphas : decoder leaky-ReLU negative slopes, each in [0, 1] (1 = linear decoder).
     seeds : number of seeds per setting (models ``seed, seed+1, ...``); pairs of them are aligned.
     weight_decays : AdamW decoupled weight decays, the second knob on the decoder's Lipschitz constant.
-    seed : base seed.
+    digits : None trains on all images (group "all"); a list of classes trains one model per
+        class and setting, on that class's images only, evaluated on its held-out images.
+    dataset, n_train, n_test : the first ``n_train`` training and ``n_test`` test images.
     latent_dim, hidden, epochs, batch_size, lr, encoder_slope : the autoencoder and its training.
     tie_encoder : if True the encoder uses the same slope alpha as the decoder (so alpha = 1 is
         a linear autoencoder) and ``encoder_slope`` is ignored.
+    normalisation : how B(z) fixes the decoder's scale (:mod:`nearid.lipschitz`): "model"
+        (one scale per model; the chapter's definition) or "local". Both are stored.
     fit_fraction : share of held-out images used to fit each alignment map (the rest score it).
-    log : called with one short line per setting (e.g. ``print``); None is silent.
+    max_steps : stop every model after this many optimiser steps (a dry run uses 2).
+    eval_rows : evaluate each model on at most this many of its held-out images (a dry run).
+    executor, scheduler : where the tasks run (:func:`nearid.tasks.run_tasks`).
+    log : called with one line per finished task and per setting (``print``); None is silent.
 
     Attributes (after ``fit``)
     --------------------------
     models_ : one row per model: group, alpha, weight_decay, seed, L_mean, L_max, L_median,
-        L_mean_geometric, L_max_geometric, recon_error, train_loss, train_seconds.
+        L_mean_local, L_max_local, scale, recon_error, train_loss, train_seconds, steps, n_train.
     pairs_ : one row per pair of seeds: the setting, seed_a, seed_b, rigid_error, linear_error,
-        cka, and the pair's L (mean of the two models' L_mean / L_max, and geometric ones).
-    B_ : one row per (model, held-out image): the setting, seed, B, B_geometric.
+        cka, and the pair's L (mean of the two models' L_mean, larger of their L_max).
+    B_ : one row per (model, held-out image): the setting, seed, B, B_local.
     """
 
     def __init__(self, *, alphas: Sequence[float], seeds: int = 3, weight_decays: Sequence[float] = (0.0,),
-                 seed: int = 0, latent_dim: int = 8, hidden: Sequence[int] = (128, 64),
-                 epochs: int = 20, batch_size: int = 64, lr: float = 2e-3, encoder_slope: float = 0.0,
-                 tie_encoder: bool = False, fit_fraction: float = 0.5, device: str | torch.device = "cpu",
-                 log: Callable[[str], None] | None = None):
+                 digits: Sequence[int] | None = None, seed: int = 0, dataset: str = "mnist",
+                 n_train: int = 5000, n_test: int = 2000, latent_dim: int = 8,
+                 hidden: Sequence[int] = (128, 64), epochs: int = 20, batch_size: int = 64, lr: float = 2e-3,
+                 encoder_slope: float = 0.0, tie_encoder: bool = False, normalisation: str = "model",
+                 fit_fraction: float = 0.5, device: str = "auto", max_steps: int | None = None,
+                 eval_rows: int | None = None, executor: str | None = None, scheduler: str | None = None,
+                 log: Callable[[str], None] | None = print):
         self.alphas = alphas
         self.seeds = seeds
         self.weight_decays = weight_decays
+        self.digits = digits
         self.seed = seed
+        self.dataset = dataset
+        self.n_train = n_train
+        self.n_test = n_test
         self.latent_dim = latent_dim
         self.hidden = hidden
         self.epochs = epochs
@@ -102,8 +191,13 @@ class BiLipschitzSweep:
         self.lr = lr
         self.encoder_slope = encoder_slope
         self.tie_encoder = tie_encoder
+        self.normalisation = normalisation
         self.fit_fraction = fit_fraction
         self.device = device
+        self.max_steps = max_steps
+        self.eval_rows = eval_rows
+        self.executor = executor
+        self.scheduler = scheduler
         self.log = log
 
     def _validate(self):
@@ -113,77 +207,101 @@ class BiLipschitzSweep:
             raise ValueError(f"seeds must be >= 2 (alignment needs pairs of models), got {self.seeds}")
         if len(self.weight_decays) == 0 or any(w < 0 for w in self.weight_decays):
             raise ValueError(f"weight_decays must be a non-empty list of values >= 0, got {list(self.weight_decays)}")
+        if self.digits is not None and len(self.digits) == 0:
+            raise ValueError("digits must be None (all images) or a non-empty list of classes")
 
-    def fit(self, X_train, X_test, y_train=None, y_test=None,
-            digits: Sequence[int] | None = None) -> "BiLipschitzSweep":
-        """Run the sweep on all images (group "all"), or per digit class when ``digits`` is given.
+    def _groups(self) -> list[tuple[str, int | None, int]]:
+        """(group name, digit, training images) per group; checks each digit has enough images."""
+        y_tr = _image_set(self.dataset, True)[1][:self.n_train]
+        if self.digits is None:
+            return [("all", None, len(y_tr))]
+        y_te = _image_set(self.dataset, False)[1][:self.n_test]
+        need = math.ceil((self.latent_dim + 2) / self.fit_fraction) + 3
+        groups = []
+        for d in self.digits:
+            n_tr, n_te = int((y_tr == d).sum()), int((y_te == d).sum())
+            n_te = n_te if self.eval_rows is None else min(n_te, self.eval_rows)
+            if n_tr == 0 or n_te < need:
+                raise ValueError(f"digit {d}: {n_tr} training and {n_te} held-out images; need some "
+                                 f"training images and >= {need} held-out (raise n_train / n_test)")
+            groups.append((str(d), int(d), n_tr))
+        return groups
 
-        Per-digit models train on the training images of that digit and are evaluated on the
-        held-out images of that digit (the paper's Figure A.6).
-        """
+    def tasks(self) -> list[Task]:
+        """One task per model: groups x weight decays x alphas x seeds, in that order."""
         self._validate()
-        X_train = np.asarray(X_train, dtype=np.float32).reshape(len(X_train), -1)
-        X_test = np.asarray(X_test, dtype=np.float32).reshape(len(X_test), -1)
-        if digits is None:
-            groups = [("all", X_train, X_test)]
-        else:
-            if y_train is None or y_test is None:
-                raise ValueError("digit-specific sweeps need y_train and y_test labels")
-            y_train, y_test = np.asarray(y_train), np.asarray(y_test)
-            groups = []
-            for d in digits:
-                tr, te = X_train[y_train == d], X_test[y_test == d]
-                if len(tr) == 0 or len(te) < 2 * (self.latent_dim + 2):
-                    raise ValueError(f"digit {d}: {len(tr)} training and {len(te)} held-out images; "
-                                     f"need some training images and >= {2 * (self.latent_dim + 2)} held-out")
-                groups.append((str(d), tr, te))
+        out = []
+        for (group, digit, n), wd, alpha, k in itertools.product(
+                self._groups(), self.weight_decays, self.alphas, range(self.seeds)):
+            steps = self.epochs * math.ceil(n / self.batch_size)
+            if self.max_steps is not None:
+                steps = min(steps, self.max_steps)
+            kwargs = dict(alpha=float(alpha), seed=self.seed + k, weight_decay=float(wd), digit=digit,
+                          dataset=self.dataset, n_train=int(self.n_train), n_test=int(self.n_test),
+                          latent_dim=int(self.latent_dim), hidden=[int(h) for h in self.hidden],
+                          epochs=int(self.epochs), batch_size=int(self.batch_size), lr=float(self.lr),
+                          encoder_slope=float(alpha if self.tie_encoder else self.encoder_slope),
+                          device=str(self.device), max_steps=self.max_steps, eval_rows=self.eval_rows)
+            where = "all digits" if digit is None else f"digit {digit}"
+            kind = "ch03 autoencoder" + ("" if digit is None else " (one digit)")
+            label = f"ch03 {where}, n_train {self.n_train}, alpha {alpha:g}, weight decay {wd:g}, seed {self.seed + k}"
+            out.append(Task(train_and_measure, kwargs, kind=kind, label=label, gpu=str(self.device) == "cuda",
+                            steps=steps))
+        return out
+
+    def fit(self, results: Sequence[dict] | None = None) -> "BiLipschitzSweep":
+        """Run the tasks (or take their ``results``, in :meth:`tasks` order) and assemble the frames."""
+        tasks = self.tasks()
+        if results is None:
+            results = run_tasks(tasks, executor=self.executor, scheduler=self.scheduler, log=self.log)
+        if len(results) != len(tasks):
+            raise ValueError(f"got {len(results)} results for {len(tasks)} tasks")
         model_rows, pair_rows, b_frames = [], [], []
-        for group, tr, te in groups:
-            for wd, alpha in itertools.product(self.weight_decays, self.alphas):
-                self._fit_setting(group, float(alpha), float(wd), tr, te, model_rows, pair_rows, b_frames)
+        per_setting: dict[tuple, list] = {}
+        for task, res in zip(tasks, results):
+            kw = task.kwargs
+            group = "all" if kw["digit"] is None else str(kw["digit"])
+            per_setting.setdefault((group, kw["alpha"], kw["weight_decay"]), []).append((kw["seed"], res))
+        for (group, alpha, wd), runs in per_setting.items():
+            self._assemble_setting(group, alpha, wd, runs, model_rows, pair_rows, b_frames)
         self.models_ = pd.DataFrame(model_rows)
         self.pairs_ = pd.DataFrame(pair_rows)
         self.B_ = pd.concat(b_frames, ignore_index=True)
         return self
 
-    def _fit_setting(self, group, alpha, wd, X_train, X_test, model_rows, pair_rows, b_frames):
-        start = time.perf_counter()
-        evals = {}
-        for k in range(self.seeds):
-            s = self.seed + k
-            model, res = train_autoencoder(
-                X_train, alpha=alpha, seed=s, latent_dim=self.latent_dim, hidden=self.hidden, epochs=self.epochs,
-                batch_size=self.batch_size, lr=self.lr, weight_decay=wd,
-                encoder_slope=alpha if self.tie_encoder else self.encoder_slope, device=self.device)
-            ev = evaluate_autoencoder(model, X_test, device=self.device)
-            evals[s] = ev
-            L, Lg = ev["B"] - 1, ev["B_geometric"] - 1
-            model_rows.append(dict(group=group, alpha=alpha, weight_decay=wd, seed=s,
-                                   L_mean=float(np.mean(L)), L_max=float(np.max(L)),
-                                   L_median=float(np.median(L)),
-                                   L_mean_geometric=float(np.mean(Lg)), L_max_geometric=float(np.max(Lg)),
-                                   recon_error=ev["recon_error"],
-                                   train_loss=res.losses[-1] if res.losses else float("nan"),
-                                   train_seconds=res.seconds))
+    def _assemble_setting(self, group, alpha, wd, runs, model_rows, pair_rows, b_frames):
+        rows = {}
+        for s, res in runs:
+            B, c = bilipschitz_from_singular_values(res["singular_values"], self.normalisation)
+            B_local, _ = bilipschitz_from_singular_values(res["singular_values"], "local")
+            L, L_local = B - 1, B_local - 1
+            rows[s] = dict(group=group, alpha=alpha, weight_decay=wd, seed=s,
+                           L_mean=float(np.mean(L)), L_max=float(np.max(L)), L_median=float(np.median(L)),
+                           L_mean_local=float(np.mean(L_local)), L_max_local=float(np.max(L_local)),
+                           scale=c, recon_error=res["recon_error"], train_loss=res["train_loss"],
+                           train_seconds=res["seconds"], steps=res["steps"], n_train=res["n_train"])
+            model_rows.append(rows[s])
             b_frames.append(pd.DataFrame(dict(group=group, alpha=alpha, weight_decay=wd, seed=s,
-                                              B=ev["B"], B_geometric=ev["B_geometric"])))
-        rows = {r["seed"]: r for r in model_rows[-self.seeds:]}
-        for a, b in itertools.combinations(sorted(evals), 2):
-            tab = alignment_table(evals[a]["codes"], evals[b]["codes"], fit_fraction=self.fit_fraction,
-                                  seed=self.seed, families=("rigid", "linear"))
+                                              B=B, B_local=B_local)))
+        codes = {s: res["codes"] for s, res in runs}
+        new_pairs = []
+        for a, b in itertools.combinations(sorted(codes), 2):
+            r = compare(codes[a], codes[b], fit_fraction=self.fit_fraction, seed=self.seed,
+                        families=("rigid", "linear"))
             pair = dict(group=group, alpha=alpha, weight_decay=wd, seed_a=a, seed_b=b,
-                        rigid_error=tab["rigid"], linear_error=tab["linear"], cka=tab["cka"])
-            for col in ("L_mean", "L_mean_geometric", "recon_error"):
+                        rigid_error=r.errors["rigid"], linear_error=r.errors["linear"], cka=r.cka)
+            for col in ("L_mean", "L_mean_local", "recon_error"):
                 pair[col] = (rows[a][col] + rows[b][col]) / 2
-            for col in ("L_max", "L_max_geometric"):
+            for col in ("L_max", "L_max_local"):
                 pair[col] = max(rows[a][col], rows[b][col])
-            pair_rows.append(pair)
+            new_pairs.append(pair)
+        pair_rows += new_pairs
         if self.log is not None:
-            done = [r for r in pair_rows[-(self.seeds * (self.seeds - 1) // 2):]]
-            self.log(f"group={group} alpha={alpha:g} wd={wd:g}: L_mean {np.mean([rows[s]['L_mean'] for s in rows]):.2f}, "
-                     f"rigid {np.mean([p['rigid_error'] for p in done]):.3f}, "
-                     f"recon {np.mean([rows[s]['recon_error'] for s in rows]):.4f} "
-                     f"({self.seeds} models, {time.perf_counter() - start:.1f} s)")
+            self.log(f"group {group}, alpha {alpha:g}, weight decay {wd:g}: "
+                     f"L_mean {np.mean([r['L_mean'] for r in rows.values()]):.2f}, "
+                     f"rigid error {np.mean([p['rigid_error'] for p in new_pairs]):.3f}, "
+                     f"reconstruction {np.mean([r['recon_error'] for r in rows.values()]):.4f} "
+                     f"({len(rows)} models)")
 
     def summary(self) -> pd.DataFrame:
         """One row per setting (group, alpha, weight_decay): means over seeds and over pairs."""
@@ -192,12 +310,51 @@ class BiLipschitzSweep:
         return summarise(self.models_, self.pairs_)
 
 
+def fit_sweeps(sweeps: Mapping[str, BiLipschitzSweep], *, executor: str | None = None,
+               scheduler: str | None = None, log: Callable[[str], None] | None = print) -> dict[str, BiLipschitzSweep]:
+    """Run the tasks of several sweeps in one :func:`run_tasks` call (so an executor sees them
+    all at once), then fit each sweep from its share of the results."""
+    tasks = {name: sw.tasks() for name, sw in sweeps.items()}
+    results = run_tasks([t for ts in tasks.values() for t in ts], executor=executor, scheduler=scheduler,
+                        log=log)
+    start = 0
+    for name, sw in sweeps.items():
+        sw.fit(results[start:start + len(tasks[name])])
+        start += len(tasks[name])
+    return dict(sweeps)
+
+
+def chapter_sweeps(P: Mapping, *, log: Callable[[str], None] | None = print) -> dict[str, BiLipschitzSweep]:
+    """The chapter's sweeps for resolved parameters ``P``: "all" (every digit, alphas x weight
+    decays x seeds) and one digit-specific sweep per training budget in ``digit_n_trains``
+    ("digits_<n>"). A dry run cuts every model to 2 steps and evaluates it on 100 images."""
+    dry = bool(P.get("dry_run", False))
+    common = dict(seed=P["seed"], dataset="mnist", n_test=P["n_test"], latent_dim=P["latent_dim"],
+                  hidden=tuple(P["hidden"]), epochs=P["epochs"], batch_size=P["batch_size"], lr=P["lr"],
+                  tie_encoder=P["tie_encoder"], device=P["device"], max_steps=DRY_RUN_STEPS if dry else None,
+                  eval_rows=DRY_RUN_EVAL_ROWS if dry else None,
+                  executor=P.get("executor"), scheduler=P.get("scheduler"), log=log)
+    out = {"all": BiLipschitzSweep(alphas=P["alphas"], seeds=P["seeds"], weight_decays=P["weight_decays"],
+                                   n_train=P["n_train"], **common)}
+    if P["digits"]:
+        for n in sorted(P["digit_n_trains"]):
+            out[f"digits_{n}"] = BiLipschitzSweep(alphas=P["digit_alphas"], seeds=P["digit_seeds"],
+                                                  weight_decays=[P["digit_weight_decay"]], digits=P["digits"],
+                                                  n_train=n, **common)
+    return out
+
+
+def plan(P: Mapping) -> list[Task]:
+    """Every task chapter 03 runs for resolved parameters ``P`` (what ``nearid plan`` lists)."""
+    return [t for sw in chapter_sweeps(P, log=None).values() for t in sw.tasks()]
+
+
 def summarise(models: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     """Per setting: L_mean, L_max, recon_error (mean over seeds), rigid/linear errors (mean and
     std over pairs of seeds)."""
     m = models.groupby(SETTING, sort=True).agg(
         L_mean=("L_mean", "mean"), L_max=("L_max", "mean"), L_median=("L_median", "mean"),
-        L_mean_geometric=("L_mean_geometric", "mean"), L_max_geometric=("L_max_geometric", "mean"),
+        L_mean_local=("L_mean_local", "mean"), L_max_local=("L_max_local", "mean"),
         recon_error=("recon_error", "mean"), n_models=("seed", "size"))
     p = pairs.groupby(SETTING, sort=True).agg(
         rigid_error=("rigid_error", "mean"), rigid_error_std=("rigid_error", "std"),
@@ -217,7 +374,7 @@ def theory_curve(L) -> np.ndarray:
 
 @dataclass
 class TheoryFit:
-    """error ~ c sqrt(2L + L^2) (+ b when fitted with an intercept), and its R^2."""
+    """error ~ b + c sqrt(2L + L^2) (b = 0 when fitted through the origin), and its R^2."""
 
     c: float
     b: float
@@ -228,34 +385,75 @@ class TheoryFit:
         return self.c * theory_curve(L) + self.b
 
 
-def fit_theory_curve(L, error, *, intercept: bool = False) -> TheoryFit:
-    """Least-squares fit of ``error`` against sqrt(2L + L^2); R^2 is on the same points.
-
-    Without an intercept (the theorem's form) R^2 can be negative: the curve then explains
-    the errors worse than their mean does.
-    """
-    L = np.asarray(L, dtype=np.float64).ravel()
-    error = np.asarray(error, dtype=np.float64).ravel()
-    if L.shape != error.shape or L.size < 2:
-        raise ValueError(f"need two equally long arrays with >= 2 points, got {L.size} and {error.size}")
-    keep = np.isfinite(L) & np.isfinite(error)
-    if keep.sum() < 2:
-        raise ValueError("fewer than 2 finite (L, error) points")
-    g = theory_curve(L[keep])[:, None]
-    reg = LinearRegression(fit_intercept=intercept).fit(g, error[keep])
-    r2 = float(r2_score(error[keep], reg.predict(g)))
-    return TheoryFit(c=float(reg.coef_[0]), b=float(reg.intercept_) if intercept else 0.0,
-                     r2=r2, n=int(keep.sum()))
-
-
-def spearman(x, y) -> dict[str, float]:
-    """Spearman rank correlation of x and y over finite points: rho, p-value, n."""
+def _finite_pairs(x, y) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(x, dtype=np.float64).ravel()
     y = np.asarray(y, dtype=np.float64).ravel()
     if x.shape != y.shape:
-        raise ValueError(f"x and y differ in length: {x.size} vs {y.size}")
+        raise ValueError(f"need two equally long arrays, got {x.size} and {y.size}")
     keep = np.isfinite(x) & np.isfinite(y)
-    if keep.sum() < 3:
-        raise ValueError(f"need at least 3 finite points for a rank correlation, got {int(keep.sum())}")
-    res = spearmanr(x[keep], y[keep])
-    return {"rho": float(res.statistic), "pvalue": float(res.pvalue), "n": int(keep.sum())}
+    return x[keep], y[keep]
+
+
+def fit_theory_curve(L, error, *, intercept: bool = True) -> TheoryFit:
+    """Least-squares fit of ``error`` = b + c sqrt(2L + L^2); R^2 is on the same points.
+
+    ``intercept=True`` (the chapter's declared fit) gives the floor b: the error that finite
+    training leaves even for an isometric decoder. Without it (the theorem's form alone) R^2
+    can be negative: the curve then explains the errors worse than their mean does.
+    """
+    L, error = _finite_pairs(L, error)
+    if L.size < 2 + intercept:
+        raise ValueError(f"need >= {2 + intercept} finite (L, error) points, got {L.size}")
+    g = theory_curve(L)
+    design = np.column_stack([g, np.ones_like(g)]) if intercept else g[:, None]
+    coef, *_ = np.linalg.lstsq(design, error, rcond=None)
+    resid = error - design @ coef
+    total = float(((error - error.mean()) ** 2).sum())
+    r2 = 1 - float((resid ** 2).sum()) / total if total > 0 else float("nan")
+    return TheoryFit(c=float(coef[0]), b=float(coef[1]) if intercept else 0.0, r2=r2, n=int(L.size))
+
+
+def theory_fit_intervals(L, error, *, seed: int = 0, n_boot: int = 2000) -> dict[str, Verdict]:
+    """The floor b and slope c of :func:`fit_theory_curve`, each with a 95% bootstrap interval
+    over the (L, error) points; the verdict of "c" decides "the error rises with
+    sqrt(2L + L^2) above the floor" (c > 0)."""
+    L, error = _finite_pairs(L, error)
+
+    def coef(name):
+        def stat(x, y):
+            if np.ptp(x) == 0:
+                return float("nan")  # a resample with one L value has no slope
+            return getattr(fit_theory_curve(x, y), name)
+        return stat
+
+    return {name: bootstrap_statistic(coef(name), L, error, seed=seed, n_boot=n_boot) for name in ("b", "c")}
+
+
+# --------------------------------------------------------------------------- verdicts
+def spearman_rho(x, y) -> float:
+    """Spearman's rank correlation (average ranks for ties); NaN for < 3 points or a constant."""
+    x, y = _finite_pairs(x, y)
+    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(np.corrcoef(rankdata(x), rankdata(y))[0, 1])
+
+
+def rank_correlation(x, y, *, seed: int = 0, n_boot: int = 2000) -> Verdict:
+    """Decide "Spearman(x, y) > 0" with a 95% bootstrap interval, resampling the (x, y) rows
+    (pairs of seeds, or models) jointly."""
+    x, y = _finite_pairs(x, y)
+    if x.size < 3:
+        raise ValueError(f"need at least 3 finite points for a rank correlation, got {x.size}")
+    return bootstrap_statistic(spearman_rho, x, y, seed=seed, n_boot=n_boot)
+
+
+def leak_effect(models: pd.DataFrame, *, alpha_a: float, alpha_b: float, column: str = "L_mean") -> Verdict:
+    """Decide "``column`` is larger at ``alpha_a`` than at ``alpha_b``" from differences paired by
+    (group, weight decay, seed), with a t interval (few units)."""
+    key = ["group", "weight_decay", "seed"]
+    a = models[models.alpha == alpha_a].set_index(key)[column]
+    b = models[models.alpha == alpha_b].set_index(key)[column]
+    both = a.index.intersection(b.index)
+    if len(both) < 2:
+        raise ValueError(f"need >= 2 (group, weight decay, seed) units at both alphas, got {len(both)}")
+    return paired_difference(a.loc[both].to_numpy(), b.loc[both].to_numpy(), method="t")

@@ -1,12 +1,22 @@
-"""The chapter-03 sweep: theory-curve fit, rank correlation, and a tiny real sweep."""
+"""The chapter-03 sweep: tasks, theory-curve fit, rank-correlation verdicts, tiny real sweeps.
+
+Real sweeps use scikit-learn's bundled 8x8 digits (``dataset="sklearn_digits"``) so they run
+in seconds; the chapter itself uses MNIST.
+"""
+
+import json
 
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.datasets import load_digits
 
-from nearid.experiments.ch03_bilipschitz import (BiLipschitzSweep, fit_theory_curve, spearman, summarise,
-                                theory_curve, train_autoencoder)
+from nearid.book.profiles import resolve
+from nearid.experiments.ch03_bilipschitz import (DRY_RUN_EVAL_ROWS, DRY_RUN_STEPS, BiLipschitzSweep, fit_sweeps,
+                                                 fit_theory_curve, leak_effect, load_images, plan, rank_correlation,
+                                                 spearman_rho, summarise, theory_curve, theory_fit_intervals,
+                                                 train_and_measure, train_autoencoder)
+
+TINY = dict(dataset="sklearn_digits", n_train=600, n_test=300, latent_dim=3, hidden=(16,), epochs=2, log=None)
 
 
 def test_theory_curve_known_values():
@@ -15,30 +25,62 @@ def test_theory_curve_known_values():
         theory_curve([-0.1])
 
 
-def test_fit_recovers_c_and_intercept():
+def test_fit_recovers_floor_and_slope():
     L = np.linspace(0.1, 3, 20)
-    fit = fit_theory_curve(L, 0.3 * theory_curve(L))
-    assert fit.c == pytest.approx(0.3) and fit.b == 0 and fit.r2 == pytest.approx(1.0)
-    fit2 = fit_theory_curve(L, 0.05 + 0.2 * theory_curve(L), intercept=True)
-    assert fit2.c == pytest.approx(0.2) and fit2.b == pytest.approx(0.05)
-    np.testing.assert_allclose(fit2.predict([1.0]), 0.05 + 0.2 * np.sqrt(3))
-    # a flat error is badly explained by a curve through the origin: R^2 < 0
-    assert fit_theory_curve(L, np.full_like(L, 0.2) + 0.01 * np.sin(L)).r2 < 0
-
-
-def test_spearman_monotone_and_validation():
-    x = np.arange(10.0)
-    assert spearman(x, np.exp(x))["rho"] == pytest.approx(1.0)
-    assert spearman(x, -x)["rho"] == pytest.approx(-1.0)
-    assert spearman(np.r_[x, np.nan], np.r_[x, 1.0])["n"] == 10
+    fit = fit_theory_curve(L, 0.05 + 0.2 * theory_curve(L))
+    assert fit.c == pytest.approx(0.2) and fit.b == pytest.approx(0.05) and fit.r2 == pytest.approx(1.0)
+    np.testing.assert_allclose(fit.predict([1.0]), 0.05 + 0.2 * np.sqrt(3))
+    origin = fit_theory_curve(L, 0.3 * theory_curve(L), intercept=False)
+    assert origin.c == pytest.approx(0.3) and origin.b == 0
+    # a flat error is badly explained by a curve through the origin (R^2 < 0), well by a floor
+    flat = np.full_like(L, 0.2) + 0.01 * np.sin(7 * L)
+    assert fit_theory_curve(L, flat, intercept=False).r2 < 0
+    assert fit_theory_curve(L, flat).b == pytest.approx(0.2, abs=0.02)
     with pytest.raises(ValueError):
-        spearman([1.0, 2.0], [1.0, 2.0])
+        fit_theory_curve([1.0, 2.0], [0.1, 0.2])  # a floor and a slope need 3 points
+
+
+def test_theory_fit_intervals_cover_the_planted_slope():
+    rng = np.random.default_rng(0)
+    L = rng.uniform(0.05, 2.0, 60)
+    err = 0.1 + 0.05 * theory_curve(L) + rng.normal(0, 0.01, 60)
+    iv = theory_fit_intervals(L, err, n_boot=500)
+    assert iv["c"].low < 0.05 < iv["c"].high and iv["c"].verdict == "holds"
+    assert iv["b"].low < 0.1 < iv["b"].high
+    flat = theory_fit_intervals(L, 0.1 + rng.normal(0, 0.01, 60), n_boot=500)
+    assert flat["c"].verdict == "inconclusive"
+
+
+def test_spearman_rho_and_rank_correlation():
+    x = np.arange(10.0)
+    assert spearman_rho(x, np.exp(x)) == pytest.approx(1.0)
+    assert spearman_rho(x, -x) == pytest.approx(-1.0)
+    assert spearman_rho(np.r_[x, np.nan], np.r_[x, 1.0]) == pytest.approx(1.0)
+    assert np.isnan(spearman_rho(x, np.ones(10))) and np.isnan(spearman_rho([1.0, 2.0], [1.0, 2.0]))
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=40)
+    up = rank_correlation(x, x + 0.3 * rng.normal(size=40), n_boot=500)
+    assert up.verdict == "holds" and up.n == 40 and up.low <= up.estimate <= up.high
+    assert rank_correlation(x, -x, n_boot=500).verdict == "fails"
+    assert rank_correlation(x, rng.normal(size=40), n_boot=500).verdict == "inconclusive"
+    with pytest.raises(ValueError, match="at least 3"):
+        rank_correlation([1.0, 2.0], [1.0, 2.0])
+
+
+def test_leak_effect_pairs_by_seed():
+    models = pd.DataFrame(dict(group="all", alpha=[0.0] * 4 + [1.0] * 4, weight_decay=[0.0, 0.0, 0.5, 0.5] * 2,
+                               seed=[0, 1] * 4, L_mean=[2.0, 2.2, 1.9, 2.1, 1.0, 1.1, 1.0, 1.2]))
+    v = leak_effect(models, alpha_a=0.0, alpha_b=1.0)
+    assert v.n == 4 and v.estimate == pytest.approx(0.975) and v.verdict == "holds" and v.method == "t"
+    assert leak_effect(models, alpha_a=1.0, alpha_b=0.0).verdict == "fails"
+    with pytest.raises(ValueError, match="units"):
+        leak_effect(models[models.seed == 0].iloc[:2], alpha_a=0.0, alpha_b=1.0)
 
 
 def test_summarise_means_per_setting():
     models = pd.DataFrame(dict(group="all", alpha=[0.0, 0.0, 1.0, 1.0], weight_decay=0.0, seed=[0, 1, 0, 1],
                                L_mean=[2.0, 4.0, 1.0, 1.0], L_max=[5.0, 7.0, 1.0, 1.0], L_median=1.0,
-                               L_mean_geometric=1.0, L_max_geometric=1.0, recon_error=[0.1, 0.3, 0.2, 0.2]))
+                               L_mean_local=1.0, L_max_local=1.0, recon_error=[0.1, 0.3, 0.2, 0.2]))
     pairs = pd.DataFrame(dict(group="all", alpha=[0.0, 1.0], weight_decay=0.0, rigid_error=[0.3, 0.1],
                               linear_error=[0.2, 0.05]))
     s = summarise(models, pairs)
@@ -49,54 +91,79 @@ def test_summarise_means_per_setting():
     np.testing.assert_allclose(s.rigid_error, [0.3, 0.1])
 
 
-@pytest.fixture(scope="module")
-def digits():
-    X, y = load_digits(return_X_y=True)
-    X = (X / 16.0).astype(np.float32)
-    return X[:1000], y[:1000], X[1000:1400], y[1000:1400]
+def test_load_images_filters_and_copies():
+    X, y = load_images("sklearn_digits", train=True, n=500, digit=3)
+    assert X.shape[1] == 64 and (y == 3).all() and 0 < len(y) < 500
+    X[:] = 0  # a copy: the cached set is untouched
+    assert load_images("sklearn_digits", train=True, n=500, digit=3)[0].max() > 0
+    with pytest.raises(ValueError, match="unknown dataset"):
+        load_images("cifar", train=True)
 
 
-def test_training_is_deterministic(digits):
-    Xtr = digits[0][:200]
-    a, _ = train_autoencoder(Xtr, alpha=0.2, seed=3, latent_dim=3, hidden=(16,), epochs=2)
-    b, _ = train_autoencoder(Xtr, alpha=0.2, seed=3, latent_dim=3, hidden=(16,), epochs=2)
-    for p, q in zip(a.parameters(), b.parameters()):
-        assert np.array_equal(p.detach().numpy(), q.detach().numpy())
+def test_task_is_deterministic_and_stops_at_max_steps():
+    kw = dict(alpha=0.2, seed=3, dataset="sklearn_digits", n_train=200, n_test=100, latent_dim=3, hidden=[16],
+              epochs=2, batch_size=32, device="cpu")
+    a, b = train_and_measure(**kw), train_and_measure(**kw)
+    assert np.array_equal(a["codes"], b["codes"]) and np.array_equal(a["singular_values"], b["singular_values"])
+    assert a["steps"] == 2 * 7 and a["codes"].shape == (100, 3) and a["singular_values"].shape == (100, 3)
+    short = train_and_measure(**{**kw, "max_steps": 2, "eval_rows": 40})
+    assert short["steps"] == 2 and short["codes"].shape == (40, 3) and short["n_test"] == 40
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        train_autoencoder(Xtr, alpha=1.5, seed=0)
+        train_autoencoder(np.zeros((10, 64)), alpha=1.5, seed=0)
 
 
-def test_tiny_sweep_frames(digits):
-    Xtr, ytr, Xte, yte = digits
+def test_tiny_sweep_frames_and_tasks():
     logs = []
-    sw = BiLipschitzSweep(alphas=[0.0, 1.0], seeds=2, weight_decays=[0.0, 0.1], latent_dim=3,
-                          hidden=(16,), epochs=2, log=logs.append).fit(Xtr, Xte)
-    assert len(sw.models_) == 8 and len(sw.pairs_) == 4 and len(sw.B_) == 8 * len(Xte)
-    assert len(logs) == 4
-    assert (sw.B_.B >= 1 - 1e-9).all()
+    sw = BiLipschitzSweep(alphas=[0.0, 1.0], seeds=2, weight_decays=[0.0, 0.1], tie_encoder=True,
+                          **{**TINY, "log": logs.append})
+    tasks = sw.tasks()
+    assert len(tasks) == 8 and all(t.steps == 2 * 10 for t in tasks)  # 600 images, batch 64
+    assert all(json.dumps(t.kwargs) for t in tasks) and len({t.label for t in tasks}) == 8
+    sw.fit()
+    assert len(sw.models_) == 8 and len(sw.pairs_) == 4 and len(sw.B_) == 8 * 300
+    assert sum("tasks:" in line for line in logs) == 1 and sum(line.startswith("group all") for line in logs) == 4
+    assert (sw.B_.B >= 1 - 1e-9).all() and (sw.B_.B_local <= sw.B_.B + 1e-9).all()
     # a linear decoder (alpha = 1) has one Jacobian everywhere: B(z) is constant per model
     lin = sw.B_[sw.B_.alpha == 1.0].groupby(["weight_decay", "seed"]).B
     assert (lin.std() < 1e-6 * lin.mean()).all()
-    assert ((sw.pairs_.rigid_error >= sw.pairs_.linear_error - 1e-9)).all()  # rigid is a subset
+    assert (sw.models_.L_max >= sw.models_.L_mean - 1e-9).all()
+    assert (sw.pairs_.rigid_error >= sw.pairs_.linear_error - 0.02).all()  # held out: a little slack
     s = sw.summary()
-    assert {"L_mean", "L_max", "rigid_error", "linear_error", "recon_error"} <= set(s.columns)
+    assert {"L_mean", "L_max", "L_mean_local", "rigid_error", "linear_error", "recon_error"} <= set(s.columns)
     assert len(s) == 4 and s.n_pairs.eq(1).all()
 
 
-def test_digit_sweep_groups(digits):
-    Xtr, ytr, Xte, yte = digits
-    sw = BiLipschitzSweep(alphas=[0.5], seeds=2, latent_dim=2, hidden=(8,), epochs=1).fit(
-        Xtr, Xte, ytr, yte, digits=[0, 7])
-    assert sorted(sw.models_.group.unique()) == ["0", "7"]
-    sizes = sw.B_.groupby("group").size()
-    assert sizes["0"] == 2 * (yte == 0).sum() and sizes["7"] == 2 * (yte == 7).sum()
-    with pytest.raises(ValueError, match="labels"):
-        BiLipschitzSweep(alphas=[0.5]).fit(Xtr, Xte, digits=[0])
+def test_fit_sweeps_matches_separate_fits():
+    a = BiLipschitzSweep(alphas=[0.5], seeds=2, **TINY)
+    b = BiLipschitzSweep(alphas=[0.5], seeds=2, digits=[0, 7], **TINY)
+    fit_sweeps({"a": a, "b": b}, log=None)
+    a2 = BiLipschitzSweep(alphas=[0.5], seeds=2, **TINY).fit()
+    pd.testing.assert_frame_equal(a.pairs_, a2.pairs_)
+    assert sorted(b.models_.group.unique()) == ["0", "7"]
+    y_te = load_images("sklearn_digits", train=False, n=300)[1]
+    sizes = b.B_.groupby("group").size()
+    assert sizes["0"] == 2 * (y_te == 0).sum() and sizes["7"] == 2 * (y_te == 7).sum()
 
 
-def test_sweep_validation(digits):
-    Xtr, _, Xte, _ = digits
+def test_sweep_validation():
     with pytest.raises(ValueError, match="seeds"):
-        BiLipschitzSweep(alphas=[0.5], seeds=1).fit(Xtr, Xte)
+        BiLipschitzSweep(alphas=[0.5], seeds=1, **TINY).tasks()
     with pytest.raises(ValueError, match="alphas"):
-        BiLipschitzSweep(alphas=[-0.1]).fit(Xtr, Xte)
+        BiLipschitzSweep(alphas=[-0.1], **TINY).tasks()
+    with pytest.raises(ValueError, match="held-out"):
+        BiLipschitzSweep(alphas=[0.5], digits=[1], **{**TINY, "n_test": 40}).tasks()
+    with pytest.raises(ValueError, match="results"):
+        BiLipschitzSweep(alphas=[0.5], seeds=2, **TINY).fit(results=[{}])
+
+
+def test_plan_lists_the_chapters_models(mnist_root):
+    P = resolve("03_bilipschitz", "smoke")
+    tasks = plan(P)
+    n_all = P.seeds * len(P.alphas) * len(P.weight_decays)
+    n_digit = len(P.digit_n_trains) * len(P.digits) * len(P.digit_alphas) * P.digit_seeds
+    assert len(tasks) == n_all + n_digit
+    assert {t.kwargs["n_train"] for t in tasks[n_all:]} == set(P.digit_n_trains)
+    assert all(t.kwargs["max_steps"] is None and t.kwargs["eval_rows"] is None and t.steps > 0 for t in tasks)
+    dry = plan(resolve("03_bilipschitz", "full", {"dry_run": True}))
+    assert all(t.kwargs["max_steps"] == DRY_RUN_STEPS and t.steps == DRY_RUN_STEPS for t in dry)
+    assert all(t.kwargs["eval_rows"] == DRY_RUN_EVAL_ROWS for t in dry)
