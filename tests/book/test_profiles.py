@@ -99,7 +99,8 @@ def test_unknown_chapter():
 
 @pytest.mark.parametrize("text,expected", [("seeds=10", ("seeds", 10)), ("lr=1e-3", ("lr", 1e-3)),
                                            ("deltas=[0.0, 0.5]", ("deltas", [0.0, 0.5])),
-                                           ("device=cpu", ("device", "cpu"))])
+                                           ("device=cpu", ("device", "cpu")),
+                                           ("dry_run=true", ("dry_run", True)), ("dry_run=False", ("dry_run", False))])
 def test_parse_override(text, expected):
     assert profiles.parse_override(text) == expected
 

@@ -102,13 +102,16 @@ def resolve(chapter: str, profile: str = "quick", overrides: dict[str, Any] | No
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """Parse ``key=value`` from the command line; the value is a Python literal or a string."""
+    """Parse ``key=value`` from the command line; the value is a Python literal (``true`` and
+    ``false`` in any case count as booleans, as a shell user writes them) or a string."""
     if "=" not in text:
         raise ValueError(f"an override looks like key=value, got {text!r}")
     key, raw = text.split("=", 1)
     key, raw = key.strip(), raw.strip()
     if not key:
         raise ValueError(f"empty parameter name in {text!r}")
+    if raw.lower() in ("true", "false"):
+        return key, raw.lower() == "true"
     try:
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError):
