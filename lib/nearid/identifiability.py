@@ -31,18 +31,19 @@ from nearid.ica import WhitenedICA
 
 def statistical_comparisons(codes: list[np.ndarray], *, families=FAMILIES, fit_fraction: float = 0.5,
                             seed: int = 0, ica_components: float | int | str | None = ICA_COMPONENTS,
-                            ) -> dict[tuple[int, int], AlignmentResult]:
+                            ica_max_iter: int = 1000) -> dict[tuple[int, int], AlignmentResult]:
     """{(i, j): compare(codes[i], codes[j])} for every seed pair i < j.
 
     Every pair uses the same fit/evaluation split (``seed``), so ``row_errors`` of different
     pairs refer to the same evaluation inputs, row for row: averaging them over pairs gives
     one paired difference per input for a bootstrap over inputs. ``ica_components`` is the
-    whitening rule of the ICA family (:func:`nearid.ica.choose_components`).
+    whitening rule of the ICA family (:func:`nearid.ica.choose_components`), ``ica_max_iter``
+    FastICA's iteration limit.
     """
     if len(codes) < 2:
         raise ValueError(f"statistical identifiability needs codes of at least 2 models, got {len(codes)}")
     return {(i, j): compare(codes[i], codes[j], fit_fraction=fit_fraction, seed=seed, families=families,
-                            ica_components=ica_components)
+                            ica_components=ica_components, ica_max_iter=ica_max_iter)
             for i, j in combinations(range(len(codes)), 2)}
 
 
@@ -75,7 +76,8 @@ def row_difference(comparisons: dict[tuple[int, int], AlignmentResult], worse: s
 
 
 def structural_scores(Z, U, fit_fraction: float = 0.5, seed: int = 0,
-                      ica_components: float | int | str | None = "all") -> dict[str, float]:
+                      ica_components: float | int | str | None = "all", ica_max_iter: int = 1000,
+                      ) -> dict[str, float]:
     """How well codes Z recover the true factors U.
 
     Returns ``rigid_error`` (rotation + scale + translation from Z to U, held-out, normalised
@@ -83,8 +85,8 @@ def structural_scores(Z, U, fit_fraction: float = 0.5, seed: int = 0,
     permutation with per-axis scale to U), ``mcc`` (mean |correlation| of Z's axes with U's,
     matched) and ``mcc_ica`` (the same after whitening + ICA), and ``ica_components`` (how many
     whitened components ICA kept, by the rule ``ica_components``; "all" when the code has one
-    axis per factor). Every map is fitted on a random ``fit_fraction`` of rows and scored on
-    the rest.
+    axis per factor; ``ica_max_iter`` bounds FastICA). Every map is fitted on a random
+    ``fit_fraction`` of rows and scored on the rest.
     """
     Z, U = check_pair(Z, U, min_rows=6)
     n = Z.shape[0]
@@ -92,7 +94,7 @@ def structural_scores(Z, U, fit_fraction: float = 0.5, seed: int = 0,
     n_fit = int(round(fit_fraction * n))
     fit, ev = order[:n_fit], order[n_fit:]
     diameter = latent_diameter(U[ev])
-    ica = WhitenedICA(n_components=ica_components, random_state=seed).fit(Z[fit])
+    ica = WhitenedICA(n_components=ica_components, random_state=seed, max_iter=ica_max_iter).fit(Z[fit])
     S = ica.transform(Z)
     table = alignment_table(Z, U, fit_fraction=fit_fraction, seed=seed, families=("rigid", "linear"))
     perm = SignedPermutationAlignment().fit(S[fit], U[fit])

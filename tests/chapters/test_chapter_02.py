@@ -56,10 +56,12 @@ def test_chapter_02_smoke(tmp_path, mnist_root, task_cache):
     for cell in cells:  # every solution executed, without error, and showed something
         assert cell.execution_count is not None
         assert cell.outputs and not any(o.output_type == "error" for o in cell.outputs)
-    assert sum(bool(c.metadata.get("mystnb", {}).get("figure", {}).get("name")) for c in nb.cells) == 4
-    # the run printed the run_tasks summary: 4 sweep models, 2 without weight decay, the blob model
+    assert sum(bool(c.metadata.get("mystnb", {}).get("figure", {}).get("name")) for c in nb.cells) == 5
+    # the run printed the run_tasks summary: 4 sweep models, 2 without weight decay, the blob model,
+    # 2 extra seeds for the seed trend
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert "7 tasks: 0 reused, 7 computed" in text
+    assert "9 tasks: 0 reused, 9 computed" in text
+    assert {r["seeds"] for r in res["seed_trend"]} == {2, 3}
 
 
 def test_chapter_02_is_deterministic(tmp_path, mnist_root, monkeypatch):

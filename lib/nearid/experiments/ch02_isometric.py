@@ -15,7 +15,9 @@ and the ``*_verdict`` functions decide the chapter's claims with 95% intervals
 
 from __future__ import annotations
 
+import contextlib
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 from scipy import stats
+from sklearn.exceptions import ConvergenceWarning
 
 from nearid.align import AlignmentResult
 from nearid.data.toy import IsometricDGP, blob_images
@@ -35,6 +38,8 @@ from nearid.verdicts import Verdict, bootstrap_statistic, paired_difference
 MODEL_KIND, BLOB_KIND = "isometric-autoencoder", "blob-autoencoder"
 DRY_RUN_STEPS = 2  # a dry run stops every training task after this many optimiser steps
 DRY_RUN_EVAL_ROWS = 500  # ... and evaluates on at most this many held-out points
+DRY_RUN_ICA_ITER = 50  # ... with at most this many FastICA iterations (untrained codes are near-Gaussian)
+ICA_MAX_ITER = 1000
 
 
 def _device(name: str) -> torch.device:
@@ -48,8 +53,8 @@ def _device(name: str) -> torch.device:
 def train_isometric(*, delta: float, seed: int, dgp_seed: int, sources: str, latent_dim: int,
                     observed_dim: int, n_train: int, n_test: int, epochs: int, batch_size: int,
                     lr: float, weight_decay: float, hidden: int,
-                    ica_components: float | int | str | None = "all", device: str = "cpu",
-                    max_steps: int | None = None) -> dict[str, Any]:
+                    ica_components: float | int | str | None = "all", ica_max_iter: int = ICA_MAX_ITER,
+                    device: str = "cpu", max_steps: int | None = None) -> dict[str, Any]:
     """One task: train one seeded MLP autoencoder on g_delta's data and score its codes.
 
     The DGP, its training and held-out samples and the fit/evaluation split of the scores
@@ -71,7 +76,7 @@ def train_isometric(*, delta: float, seed: int, dgp_seed: int, sources: str, lat
     return {"delta": delta, "seed": seed, "codes": Z, "factors": Ut,
             "bilipschitz": dgp.bilipschitz_constant(Ut), "train_loss": res.losses[-1],
             "test_mse": recon, "steps": res.steps, "seconds": res.seconds,
-            **structural_scores(Z, Ut, seed=dgp_seed, ica_components=ica_components)}
+            **structural_scores(Z, Ut, seed=dgp_seed, ica_components=ica_components, ica_max_iter=ica_max_iter)}
 
 
 def train_blob(*, size: int, n_train: int, n_test: int, epochs: int, hidden: int, lr: float,
@@ -104,9 +109,10 @@ def _steps(n: int, batch_size: int, epochs: int, dry_run: bool) -> int:
 
 
 def model_tasks(P, *, deltas=None, weight_decay: float | None = None, sources: str | None = None,
-                seeds: int | None = None) -> list[Task]:
+                seeds: int | None = None, first_seed: int = 0) -> list[Task]:
     """One :func:`train_isometric` task per (delta, seed) for chapter parameters ``P``; the
-    keyword arguments replace P's deltas, weight decay, factor distribution or seed count."""
+    keyword arguments replace P's deltas, weight decay, factor distribution or seed count.
+    Seeds run from ``P.seed + first_seed`` to ``P.seed + seeds - 1``."""
     deltas = P["deltas"] if deltas is None else deltas
     weight_decay = P["weight_decay"] if weight_decay is None else weight_decay
     sources = P["sources"] if sources is None else sources
@@ -115,12 +121,13 @@ def model_tasks(P, *, deltas=None, weight_decay: float | None = None, sources: s
     n_test = min(P["n_test"], DRY_RUN_EVAL_ROWS) if dry else P["n_test"]
     tasks = []
     for delta in deltas:
-        for s in range(P["seed"], P["seed"] + seeds):
+        for s in range(P["seed"] + first_seed, P["seed"] + seeds):
             kwargs = dict(delta=float(delta), seed=s, dgp_seed=P["seed"], sources=sources,
                           latent_dim=P["latent_dim"], observed_dim=P["observed_dim"],
                           n_train=P["n_train"], n_test=n_test, epochs=P["epochs"],
                           batch_size=P["batch_size"], lr=P["lr"], weight_decay=float(weight_decay),
-                          hidden=P["hidden"], ica_components=P["ica_components"], device=P["device"],
+                          hidden=P["hidden"], ica_components=P["ica_components"],
+                          ica_max_iter=DRY_RUN_ICA_ITER if dry else ICA_MAX_ITER, device=P["device"],
                           max_steps=DRY_RUN_STEPS if dry else None)
             tasks.append(Task(train_isometric, kwargs, kind=MODEL_KIND, gpu=P["device"] == "cuda",
                               label=f"delta={delta:.2f} seed={s} weight_decay={weight_decay:g} {sources}",
@@ -141,9 +148,17 @@ def blob_task(P) -> Task:
 
 
 def plan(P) -> list[Task]:
-    """The chapter's tasks: the delta x seed sweep, the sweep's smallest delta again without
-    weight decay (the ablation), and the blob autoencoder."""
-    return [*model_tasks(P), *model_tasks(P, deltas=[min(P["deltas"])], weight_decay=0.0), blob_task(P)]
+    """The chapter's tasks, in this order: the delta x seed sweep; the sweep's smallest delta
+    again without weight decay (the ablation); the blob autoencoder; and, when
+    ``trend_seeds`` exceeds ``seeds``, the extra seeds at every delta that show how the
+    verdicts move with the number of seeds (:func:`seed_trend`)."""
+    return [*model_tasks(P), *model_tasks(P, deltas=[min(P["deltas"])], weight_decay=0.0), blob_task(P),
+            *model_tasks(P, seeds=trend_seeds(P), first_seed=P["seeds"])]
+
+
+def trend_seeds(P) -> int:
+    """Seeds per delta of the seed trend: ``trend_seeds``, and never fewer than ``seeds``."""
+    return max(P["seeds"], P.get("trend_seeds", P["seeds"]))
 
 
 # ----------------------------------------------------------------------------- results
@@ -163,6 +178,7 @@ class ChapterResult:
     sweep: SweepResult
     ablation: SweepResult  # the sweep's smallest delta without weight decay
     blob: dict[str, Any]
+    trend_models: pd.DataFrame  # the sweep's models and the extra seeds: one row per (delta, seed)
 
 
 MODEL_COLUMNS = ("delta", "seed", "bilipschitz", "train_loss", "test_mse", "rigid_error", "linear_error",
@@ -170,7 +186,7 @@ MODEL_COLUMNS = ("delta", "seed", "bilipschitz", "train_loss", "test_mse", "rigi
 
 
 def assemble(results: list[dict[str, Any]], *, seed: int = 0,
-             ica_components: float | int | str | None = "all") -> SweepResult:
+             ica_components: float | int | str | None = "all", ica_max_iter: int = ICA_MAX_ITER) -> SweepResult:
     """Tables of a sweep from its :func:`train_isometric` results (in task order), with the
     statistical comparisons between every pair of seeds at each delta."""
     models = pd.DataFrame([{k: r[k] for k in MODEL_COLUMNS} for r in results])
@@ -178,7 +194,8 @@ def assemble(results: list[dict[str, Any]], *, seed: int = 0,
     for delta in dict.fromkeys(r["delta"] for r in results):
         mine = [r for r in results if r["delta"] == delta]
         codes[delta], factors[delta] = [r["codes"] for r in mine], mine[0]["factors"]
-        comparisons[delta] = statistical_comparisons(codes[delta], seed=seed, ica_components=ica_components)
+        comparisons[delta] = statistical_comparisons(codes[delta], seed=seed, ica_components=ica_components,
+                                                     ica_max_iter=ica_max_iter)
         frames.append(pairs_table(comparisons[delta]).assign(delta=delta))
     pairs = pd.concat(frames, ignore_index=True)[["delta", "pair", "family", "error"]]
     return SweepResult(models, pairs, comparisons, codes, factors)
@@ -187,25 +204,49 @@ def assemble(results: list[dict[str, Any]], *, seed: int = 0,
 def run_sweep(P, *, log=print, **changes) -> SweepResult:
     """Run :func:`model_tasks` (with ``changes``) through :func:`nearid.tasks.run_tasks` and
     assemble them; what the chapter's exercises use to retrain a variant."""
-    results = run_tasks(model_tasks(P, **changes), executor=P.get("executor"), scheduler=P.get("scheduler"),
-                        log=log)
-    return assemble(results, seed=P["seed"], ica_components=P["ica_components"])
+    with _dry_run_quiet(P):
+        results = run_tasks(model_tasks(P, **changes), executor=P.get("executor"), scheduler=P.get("scheduler"),
+                            log=log)
+        return assemble(results, seed=P["seed"], **_evaluation(P))
+
+
+def _evaluation(P) -> dict:
+    return {"ica_components": P["ica_components"],
+            "ica_max_iter": DRY_RUN_ICA_ITER if P.get("dry_run", False) else ICA_MAX_ITER}
+
+
+@contextlib.contextmanager
+def _dry_run_quiet(P):
+    """Under dry_run, silence FastICA's convergence warnings: codes after 2 optimiser steps are
+    near-Gaussian, so FastICA cannot converge on them, and the warning says nothing about the
+    code paths a dry run checks. Otherwise a no-op: a real run shows every warning."""
+    with warnings.catch_warnings():
+        if P.get("dry_run", False):
+            warnings.simplefilter("ignore", ConvergenceWarning)
+        yield
 
 
 def run(P, *, log=print) -> ChapterResult:
     """Run every task of :func:`plan` (one call to run_tasks) and assemble the chapter's tables."""
     tasks = plan(P)
-    results = run_tasks(tasks, executor=P.get("executor"), scheduler=P.get("scheduler"), log=log)
+    with _dry_run_quiet(P):
+        results = run_tasks(tasks, executor=P.get("executor"), scheduler=P.get("scheduler"), log=log)
+        n_sweep, n_ablation = len(P["deltas"]) * P["seeds"], P["seeds"]
+        sweep = assemble(results[:n_sweep], seed=P["seed"], **_evaluation(P))
+        ablation = assemble(results[n_sweep:n_sweep + n_ablation], seed=P["seed"], **_evaluation(P))
     log = log or (lambda _: None)
-    n_sweep = len(P["deltas"]) * P["seeds"]
-    sweep = assemble(results[:n_sweep], seed=P["seed"], ica_components=P["ica_components"])
-    ablation = assemble(results[n_sweep:-1], seed=P["seed"], ica_components=P["ica_components"])
+    blob = results[n_sweep + n_ablation]
+    extra = pd.DataFrame([{k: r[k] for k in MODEL_COLUMNS} for r in results[n_sweep + n_ablation + 1:]],
+                         columns=list(MODEL_COLUMNS))
+    trend_models = pd.concat([sweep.models, extra], ignore_index=True).sort_values(["delta", "seed"])
     for name, part in (("", sweep), (" without weight decay", ablation)):
         for delta, m in part.models.groupby("delta"):
             log(f"delta={delta:.2f}{name}: {len(m)} models, held-out MSE {m.test_mse.mean():.1e}, rigid "
                 f"error to u {m.rigid_error.mean():.3f}, MCC {m.mcc.mean():.3f} -> {m.mcc_ica.mean():.3f} "
                 "after ICA (means over seeds)")
-    return ChapterResult(sweep, ablation, results[-1])
+    if len(extra):
+        log(f"{len(extra)} extra models ({trend_seeds(P)} seeds per delta) for the seed trend")
+    return ChapterResult(sweep, ablation, blob, trend_models.reset_index(drop=True))
 
 
 # ----------------------------------------------------------------------------- verdicts
@@ -243,3 +284,18 @@ def weight_decay_verdict(with_wd: pd.DataFrame, without_wd: pd.DataFrame, delta:
     b = without_wd[without_wd["delta"] == delta].set_index("seed").loc[a.index]
     return paired_difference(b["rigid_error"] - b["linear_error"], a["rigid_error"] - a["linear_error"],
                              method="t")
+
+
+def seed_trend(models: pd.DataFrame, *, delta: float, budgets, seed: int = 0) -> pd.DataFrame:
+    """How the verdicts of :func:`trend_verdict` and :func:`ica_gain_verdict` move with the
+    number of seeds: each decided again on the models of the first k seeds, for every k in
+    ``budgets``. One row per (claim, k): estimate, low, high, verdict, n."""
+    first = models["seed"].min()
+    rows = []
+    for k in budgets:
+        mine = models[models["seed"] < first + k]
+        for claim, v in (("error_falls_with_delta", trend_verdict(mine, "rigid_error", seed=seed)),
+                         ("ae_ica_recovers_axes", ica_gain_verdict(mine, delta))):
+            rows.append({"claim": claim, "seeds": int(k), "estimate": v.estimate, "low": v.low, "high": v.high,
+                         "verdict": v.verdict, "n": v.n})
+    return pd.DataFrame(rows)

@@ -9,7 +9,7 @@ from nearid.book.profiles import resolve
 from nearid.experiments import ch02_isometric as ch02
 from nearid.tasks import run_tasks
 
-TINY = dict(seeds=2, deltas=[0.0, 0.5], latent_dim=2, observed_dim=6, n_train=200, n_test=120, epochs=2,
+TINY = dict(seeds=2, trend_seeds=3, deltas=[0.0, 0.5], latent_dim=2, observed_dim=6, n_train=200, n_test=120, epochs=2,
             batch_size=64, hidden=8, image_size=8, image_epochs=1)
 
 
@@ -18,13 +18,16 @@ def P():
     return resolve("02", "smoke", TINY)
 
 
-def test_plan_lists_sweep_ablation_and_blob(P):
+def test_plan_lists_sweep_ablation_blob_and_trend_seeds(P):
     tasks = ch02.plan(P)
-    assert len(tasks) == 2 * 2 + 2 + 1
+    assert len(tasks) == 2 * 2 + 2 + 1 + 2
     kinds = [t.kind for t in tasks]
-    assert kinds == [ch02.MODEL_KIND] * 6 + [ch02.BLOB_KIND]
+    assert kinds == [ch02.MODEL_KIND] * 6 + [ch02.BLOB_KIND] + [ch02.MODEL_KIND] * 2
     assert [t.kwargs["delta"] for t in tasks[:6]] == [0.0, 0.0, 0.5, 0.5, 0.0, 0.0]
     assert [t.kwargs["weight_decay"] for t in tasks[4:6]] == [0.0, 0.0]
+    assert [(t.kwargs["delta"], t.kwargs["seed"]) for t in tasks[7:]] == [(0.0, 2), (0.5, 2)]
+    assert len(ch02.plan(resolve("02", "smoke", {**TINY, "trend_seeds": 2}))) == 7  # no extra seeds
+    assert len(ch02.plan(resolve("02", "smoke", {**TINY, "seeds": 4}))) == 4 * 2 + 4 + 1  # never below seeds
     assert all(t.kwargs["max_steps"] is None for t in tasks)
     assert tasks[0].steps == 2 * 4  # epochs * ceil(200 / 64)
     assert all(not t.gpu for t in tasks)  # device "auto" asks a cluster for no GPU
@@ -34,9 +37,10 @@ def test_plan_lists_sweep_ablation_and_blob(P):
 def test_dry_run_cuts_steps_and_evaluation(P):
     full = resolve("02", "full", {"dry_run": True})
     tasks = ch02.plan(full)
-    assert len(tasks) == len(full.deltas) * full.seeds + full.seeds + 1
+    assert len(tasks) == len(full.deltas) * ch02.trend_seeds(full) + full.seeds + 1
     assert all(t.kwargs["max_steps"] == ch02.DRY_RUN_STEPS and t.steps == ch02.DRY_RUN_STEPS for t in tasks)
     assert all(t.kwargs["n_test"] == ch02.DRY_RUN_EVAL_ROWS for t in tasks)
+    assert all(t.kwargs["ica_max_iter"] == ch02.DRY_RUN_ICA_ITER for t in tasks if t.kind == ch02.MODEL_KIND)
     assert all(t.kwargs["n_train"] == full.n_train for t in tasks)  # the full shapes
 
 
@@ -68,6 +72,11 @@ def test_run_assembles_tables_and_pairs_rows(P):
     assert len(res.sweep.pairs) == 2 * 4  # one seed pair per delta, four families
     assert len(res.ablation.models) == 2 and set(res.ablation.models.delta) == {0.0}
     assert res.blob["codes"].shape == (P.n_test, 2)
+    assert len(res.trend_models) == 2 * 3 and set(res.trend_models.seed) == {0, 1, 2}
+    trend = ch02.seed_trend(res.trend_models, delta=0.0, budgets=[2, 3])
+    assert len(trend) == 4 and set(trend.claim) == {"error_falls_with_delta", "ae_ica_recovers_axes"}
+    k2 = trend[(trend.claim == "ae_ica_recovers_axes") & (trend.seeds == 2)].iloc[0]
+    assert k2.n == 2 and k2.estimate == pytest.approx(ch02.ica_gain_verdict(res.sweep.models, 0.0).estimate)
     pair = res.sweep.comparisons[0.0][(0, 1)]
     assert pair.row_errors["ica"].shape == (P.n_test // 2,)
     again = ch02.assemble(run_tasks(ch02.model_tasks(P), log=None), seed=P.seed, ica_components="all")
