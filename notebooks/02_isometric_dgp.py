@@ -88,9 +88,9 @@ colors = plotting.family_colors()
 # a half on which each map is fitted and a half on which its error is measured, so errors of
 # different models pair input by input. Whitening keeps `ica_components` =
 # {glue:text}`ica_rule` components: the code has exactly one axis per factor, so no direction
-# is noise by construction. Four claims are decided as *holds*, *fails* or *inconclusive*
-# from a 95% interval (`nearid.verdicts`); a claim holds when the whole interval lies
-# above 0:
+# is noise by construction. Four claims are decided from a 95% interval
+# (`nearid.verdicts`): a claim *holds* when the whole interval lies above 0, *fails* when it
+# lies below, and is *inconclusive* when it contains 0 (this run cannot decide it):
 #
 # 1. **The error to the true factors falls as $\delta$ falls.** Unit: one trained model.
 #    Statistic: Spearman's correlation between $\delta$ and the model's rigid error to $u$,
@@ -163,7 +163,7 @@ table = pd.DataFrame({
     "MCC AE": models["mcc"], "MCC AE+ICA": models["mcc_ica"],
 })
 table.index.name = "delta"
-table.style.format("{:.3f}").format("{:.1e}", subset=["test MSE"])
+table.style.format("{:.3f}").format("{:.1e}", subset=["test MSE"]).format_index("{:.2f}")
 
 # %% [markdown]
 # The table gives the means per $\delta$ (errors are fractions of the target's diameter).
@@ -199,14 +199,16 @@ claims = {k: verdicts.claim(decided[k], CLAIMS[k][0], section="ch02-verdict", pa
                             ours_label=CLAIMS[k][1]) for k in decided}
 
 
-def glue_verdict(name, v):
-    """Glue one verdict's estimate, interval, n and word for the prose."""
-    for part in ("estimate", "low", "high", "verdict", "n"):
-        glue(f"{name}_{part}", getattr(v, part))
+def glue_verdict(name, v, digits=3):
+    """Glue one verdict's estimate and interval (as text: an interval may be infinite), n and word."""
+    for part in ("estimate", "low", "high"):
+        glue(f"{name}_{part}", f"{getattr(v, part):.{digits}f}")
+    glue(f"{name}_n", v.n)
+    glue(f"{name}_verdict", v.verdict)
 
 
 for k, v in decided.items():
-    glue_verdict(k, v)
+    glue_verdict(k, v, digits=2 if k == "error_falls_with_delta" else 3)
 glue("ica_rule", str(P.ica_components))
 glue("n_seeds", P.seeds)
 glue("n_trend_seeds", ch02.trend_seeds(P))
@@ -222,42 +224,34 @@ glue("perm_seed_min", stat.loc[d_min, "permutation"])
 glue("rigid_seed_min", stat.loc[d_min, "rigid"])
 glue("ica_seed_min", stat.loc[d_min, "ica"])
 glue("n_models", len(sweep.models))
-READING = {
-    "holds": "the claim holds on this run",
-    "fails": "the interval lies on the wrong side of 0: the claim fails on this run",
-    "inconclusive": "the interval contains 0: this run cannot decide the claim",
-}
-for k, v in decided.items():
-    glue(f"{k}_reading", READING[v.verdict])
 
 # %% [markdown]
 # 1. **Error to $u$ against $\delta$.** As $\delta$ falls from {glue:text}`d_max` (measured
 #    bi-Lipschitz constant {glue:text}`bilip_max:.2f`) to {glue:text}`d_min`, the mean rigid
 #    error from the codes to $u$ goes from {glue:text}`rigid_u_max:.3f` to
 #    {glue:text}`rigid_u_min:.3f` of $u$'s diameter. Spearman's correlation between $\delta$
-#    and the per-model rigid error is {glue:text}`error_falls_with_delta_estimate:.2f` (95%
-#    bootstrap interval {glue:text}`error_falls_with_delta_low:.2f` to
-#    {glue:text}`error_falls_with_delta_high:.2f` over {glue:text}`error_falls_with_delta_n`
-#    models): **{glue:text}`error_falls_with_delta_verdict`**; {glue:text}`error_falls_with_delta_reading`.
+#    and the per-model rigid error is {glue:text}`error_falls_with_delta_estimate` (95%
+#    bootstrap interval {glue:text}`error_falls_with_delta_low` to
+#    {glue:text}`error_falls_with_delta_high` over {glue:text}`error_falls_with_delta_n`
+#    models): **{glue:text}`error_falls_with_delta_verdict`**.
 # 2. **AE + ICA.** At $\delta=${glue:text}`d_min` the raw AE axes reach a mean MCC of
 #    {glue:text}`mcc_ae_min:.3f` and AE + ICA {glue:text}`mcc_ica_min:.3f`
 #    ({glue:text}`mcc_ica_max:.3f` at $\delta=${glue:text}`d_max`). The gain per seed is
-#    {glue:text}`ae_ica_recovers_axes_estimate:.3f` (95% t interval
-#    {glue:text}`ae_ica_recovers_axes_low:.3f` to {glue:text}`ae_ica_recovers_axes_high:.3f`,
-#    {glue:text}`ae_ica_recovers_axes_n` seeds): **{glue:text}`ae_ica_recovers_axes_verdict`**;
-#    {glue:text}`ae_ica_recovers_axes_reading`.
+#    {glue:text}`ae_ica_recovers_axes_estimate` (95% t interval
+#    {glue:text}`ae_ica_recovers_axes_low` to {glue:text}`ae_ica_recovers_axes_high`,
+#    {glue:text}`ae_ica_recovers_axes_n` seeds): **{glue:text}`ae_ica_recovers_axes_verdict`**.
 # 3. **ICA between seeds.** At $\delta=${glue:text}`d_min` the signed permutations leave
 #    {glue:text}`perm_seed_min:.3f` between seeds, unsupervised ICA
 #    {glue:text}`ica_seed_min:.3f` and the rigid family {glue:text}`rigid_seed_min:.3f`. The
-#    permutation error exceeds the ICA error by {glue:text}`ica_aligns_seeds_estimate:.3f`
-#    (95% bootstrap interval {glue:text}`ica_aligns_seeds_low:.3f` to
-#    {glue:text}`ica_aligns_seeds_high:.3f` over {glue:text}`ica_aligns_seeds_n` inputs):
-#    **{glue:text}`ica_aligns_seeds_verdict`**; {glue:text}`ica_aligns_seeds_reading`.
+#    permutation error exceeds the ICA error by {glue:text}`ica_aligns_seeds_estimate`
+#    (95% bootstrap interval {glue:text}`ica_aligns_seeds_low` to
+#    {glue:text}`ica_aligns_seeds_high` over {glue:text}`ica_aligns_seeds_n` inputs):
+#    **{glue:text}`ica_aligns_seeds_verdict`**.
 # 4. **A rotation between seeds.** The permutation error exceeds the rigid error by
-#    {glue:text}`seeds_differ_by_rotation_estimate:.3f` (95% interval
-#    {glue:text}`seeds_differ_by_rotation_low:.3f` to
-#    {glue:text}`seeds_differ_by_rotation_high:.3f`):
-#    **{glue:text}`seeds_differ_by_rotation_verdict`**; {glue:text}`seeds_differ_by_rotation_reading`.
+#    {glue:text}`seeds_differ_by_rotation_estimate` (95% interval
+#    {glue:text}`seeds_differ_by_rotation_low` to
+#    {glue:text}`seeds_differ_by_rotation_high`):
+#    **{glue:text}`seeds_differ_by_rotation_verdict`**.
 #
 # The paper shows its Figure 1 as an illustration and prints no numbers for it, so there is
 # no published value to set beside ours; the verdicts test the qualitative claims of
@@ -290,11 +284,18 @@ k_max = ch02.trend_seeds(P)
 glue("k_max", k_max)
 for name in ("error_falls_with_delta", "ae_ica_recovers_axes"):
     last = trend[(trend.claim == name) & (trend.seeds == k_max)].iloc[0]
-    glue(f"trend_{name}", f"{last.estimate:.3f} (95% interval {last.low:.3f} to {last.high:.3f}): {last.verdict}")
+    glue_verdict(f"trend_{name}", last, digits=3)
 
 # %% [markdown]
-# With all {glue:text}`k_max` seeds, claim 1 reads {glue:text}`trend_error_falls_with_delta`
-# and claim 2 reads {glue:text}`trend_ae_ica_recovers_axes`. This shows which way more seeds
+# With all {glue:text}`k_max` seeds, claim 1 reads
+# {glue:text}`trend_error_falls_with_delta_estimate` (95% interval
+# {glue:text}`trend_error_falls_with_delta_low` to
+# {glue:text}`trend_error_falls_with_delta_high`,
+# *{glue:text}`trend_error_falls_with_delta_verdict`*) and claim 2
+# {glue:text}`trend_ae_ica_recovers_axes_estimate`
+# ({glue:text}`trend_ae_ica_recovers_axes_low` to
+# {glue:text}`trend_ae_ica_recovers_axes_high`,
+# *{glue:text}`trend_ae_ica_recovers_axes_verdict`*). This shows which way more seeds
 # point on this toy problem at the quick profile's size; it is not the verdict (which the
 # declared seeds decide), and it does not say what the full profile, with larger models,
 # more data and more training, would give.
@@ -325,18 +326,9 @@ print(wd)
 ablation.round(4)
 
 # %% tags=["remove-cell"]
-glue_verdict("wd", wd)
+glue_verdict("wd", wd, digits=4)
 glue("gap_wd", ablation.iloc[0]["rigid_error"] - ablation.iloc[0]["linear_error"])
 glue("gap_nowd", ablation.iloc[1]["rigid_error"] - ablation.iloc[1]["linear_error"])
-glue("wd_reading", {
-    "holds": "Removing weight decay widens the gap: weight decay is part of what pins the codes to a "
-             "near-rotation here.",
-    "fails": "Removing weight decay narrows the gap: weight decay does not make the codes more rigid here.",
-    "inconclusive": "The interval contains 0: this run cannot tell whether weight decay makes the codes more "
-                    "rigid. Another candidate is the implicit bias of gradient descent: from a small random "
-                    "initialisation, gradient flow keeps consecutive layers balanced, which favours the same "
-                    "rotation-like solutions that weight decay would.",
-}[wd.verdict])
 hypotheses = {"weight_decay_makes_codes_rigid": verdicts.claim(
     wd, "(our hypothesis, not the paper's) Removing weight decay widens the gap between the rigid and the "
     "linear error to u", section="ch02-weight-decay", ours_label="gap without - gap with weight decay")}
@@ -344,9 +336,12 @@ hypotheses = {"weight_decay_makes_codes_rigid": verdicts.claim(
 # %% [markdown]
 # The gap between the rigid and the linear error to $u$ is {glue:text}`gap_wd:.4f` with weight
 # decay and {glue:text}`gap_nowd:.4f` without; per seed, removing weight decay changes it by
-# {glue:text}`wd_estimate:.4f` (95% t interval {glue:text}`wd_low:.4f` to
-# {glue:text}`wd_high:.4f`, {glue:text}`wd_n` seeds): **{glue:text}`wd_verdict`**.
-# {glue:text}`wd_reading`
+# {glue:text}`wd_estimate` (95% t interval {glue:text}`wd_low` to
+# {glue:text}`wd_high`, {glue:text}`wd_n` seeds): **{glue:text}`wd_verdict`**. Only an
+# interval above 0 would say that weight decay is part of what pins the codes to a
+# near-rotation here. Otherwise another candidate is the implicit bias of gradient descent:
+# from a small random initialisation, gradient flow keeps consecutive layers balanced, which
+# favours the same rotation-like solutions that weight decay would.
 #
 # ## Seeing it: codes against factors
 #

@@ -110,3 +110,18 @@ def test_ica_gain_and_weight_decay_verdicts():
     without = _models([0.0] * 3, [0.31, 0.30, 0.32], [2, 1, 0])  # matched by seed, not by order
     w = ch02.weight_decay_verdict(with_wd, without, 0.0)
     assert w.verdict == "holds" and w.estimate == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize("override,message", [
+    ({"sources": "cauchy"}, "'sources' got 'cauchy'"),
+    ({"ica_components": 0}, "'ica_components' got 0"),
+    ({"ica_components": 1.5}, "'ica_components' got 1.5"),
+    ({"ica_components": "some"}, "'ica_components' got 'some'"),
+    ({"trend_seeds": 1}, "'trend_seeds' got 1"),
+])
+def test_chapter_parameters_refuse_bad_values(override, message):
+    from nearid.book.params import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match=message):
+        resolve("02", "quick", override)
+    assert resolve("02", "quick", {"sources": "gaussian", "ica_components": 2}).ica_components == 2
