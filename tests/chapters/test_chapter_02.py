@@ -1,10 +1,39 @@
 import json
 
+import nbformat
+import pytest
+
 from nearid.book.runner import run_chapter
+from nearid.verdicts import VERDICTS
+
+CONTRACT = {"claim", "estimate", "low", "high", "verdict", "n", "method", "threshold", "paper", "section",
+            "ours_label"}
+CLAIMS = {"error_falls_with_delta", "ae_ica_recovers_axes", "ica_aligns_seeds", "seeds_differ_by_rotation"}
 
 
-def test_chapter_02_smoke(tmp_path, mnist_root):
-    res = run_chapter("02", profile="smoke", out_dir=tmp_path)
+def solution_cells(nb) -> tuple[int, list]:
+    """(number of exercises, code cells inside solution-start ... solution-end dropdowns)."""
+    exercises, inside, cells = 0, False, []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            exercises += cell.source.count("```{exercise}")
+            start, end = cell.source.rfind("{solution-start}"), cell.source.rfind("{solution-end}")
+            if start != end:  # the later marker decides (one cell may end a solution and start the next)
+                inside = start > end
+        elif inside:
+            cells.append(cell)
+    return exercises, cells
+
+
+@pytest.fixture
+def task_cache(tmp_path, monkeypatch):
+    """A task cache of the test's own, so that no run reuses another test's models."""
+    monkeypatch.setenv("NEARID_TASK_CACHE", str(tmp_path / "tasks"))
+    return tmp_path / "tasks"
+
+
+def test_chapter_02_smoke(tmp_path, mnist_root, task_cache):
+    res = run_chapter("02", profile="smoke", out_dir=tmp_path, force=True)
     deltas = {"0.0", "0.5"}
     assert set(res["mcc"]) == {"ae", "ae_ica"}
     assert set(res["mcc"]["ae_ica"]) == deltas
@@ -13,10 +42,33 @@ def test_chapter_02_smoke(tmp_path, mnist_root):
         assert set(family) == deltas and all(0 <= v < 2 for v in family.values())
     assert all(0 <= v <= 1 for v in res["mcc"]["ae_ica"].values())
     assert res["bilipschitz"]["0.0"] == 1.0 and res["bilipschitz"]["0.5"] > 1.0
+    assert res["sources"] == "uniform"
+    assert set(res["verdicts"]) == CLAIMS
+    for rec in [*res["verdicts"].values(), *res["hypotheses"].values()]:
+        assert CONTRACT <= set(rec) and rec["verdict"] in VERDICTS
+        assert rec["section"] in ("ch02-verdict", "ch02-weight-decay")
+    assert res["verdicts"]["ica_aligns_seeds"]["n"] == 150  # the evaluation half of 300 held-out inputs
+    assert res["verdicts"]["ae_ica_recovers_axes"]["n"] == 2  # seeds
+    assert res["verdicts"]["error_falls_with_delta"]["n"] == 4  # models
+    nb = nbformat.read(tmp_path / "02_isometric_dgp.ipynb", as_version=4)
+    exercises, cells = solution_cells(nb)
+    assert exercises >= 3 and len(cells) >= 3
+    for cell in cells:  # every solution executed, without error, and showed something
+        assert cell.execution_count is not None
+        assert cell.outputs and not any(o.output_type == "error" for o in cell.outputs)
+    assert sum(bool(c.metadata.get("mystnb", {}).get("figure", {}).get("name")) for c in nb.cells) == 5
+    # the run printed the run_tasks summary: 4 sweep models, 2 without weight decay, the blob model,
+    # 2 extra seeds for the seed trend
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "9 tasks: 0 reused, 9 computed" in text
+    assert {r["seeds"] for r in res["seed_trend"]} == {2, 3}
 
 
-def test_chapter_02_is_deterministic(tmp_path, mnist_root):
-    """Same seed and profile, two fresh kernels: identical numbers."""
-    a = run_chapter("02", profile="smoke", out_dir=tmp_path / "a")
-    b = run_chapter("02", profile="smoke", out_dir=tmp_path / "b")
-    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+def test_chapter_02_is_deterministic(tmp_path, mnist_root, monkeypatch):
+    """Same seed and profile, two fresh kernels, recomputed tasks: identical numbers."""
+    runs = []
+    for name in ("a", "b"):
+        monkeypatch.setenv("NEARID_TASK_CACHE", str(tmp_path / name / "tasks"))
+        runs.append(run_chapter("02", profile="smoke", out_dir=tmp_path / name, force=True))
+    assert json.dumps(runs[0], sort_keys=True) == json.dumps(runs[1], sort_keys=True)
+

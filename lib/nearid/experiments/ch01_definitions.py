@@ -1,5 +1,10 @@
 """Chapter 01's experiments: how the error tolerance eps grows with noise, and how whitening +
-ICA's unmixing approaches a signed permutation as the sample grows (Theorem 2's premise)."""
+ICA's unmixing approaches a signed permutation as the sample grows (Theorem 2's premise).
+
+The chapter is cheap and runs no sweep of trained models, so it has no tasks; under
+``dry_run`` (:func:`settings`) it keeps the full profile's sources, dimensions and noise
+levels and subsamples rows and repeats.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,21 @@ import pandas as pd
 
 from nearid.align import FAMILIES, alignment_table
 from nearid.ica import WhitenedICA
+from nearid.verdicts import Verdict, paired_difference
+
+DRY_RUN_ROWS = 1000  # a dry run uses at most this many points per experiment
+DRY_RUN_REPEATS = 2  # ... and this many repeats of the ICA sweep
+
+
+def settings(P) -> dict:
+    """The sizes the chapter runs for parameters ``P``: P's own, or under ``dry_run`` at most
+    :data:`DRY_RUN_ROWS` rows and :data:`DRY_RUN_REPEATS` repeats (numbers meaningless)."""
+    if not P.get("dry_run", False):
+        return {"n_points": P["n_points"], "ica_sample_sizes": list(P["ica_sample_sizes"]),
+                "ica_repeats": P["ica_repeats"]}
+    return {"n_points": min(P["n_points"], DRY_RUN_ROWS),
+            "ica_sample_sizes": sorted({min(n, DRY_RUN_ROWS) for n in P["ica_sample_sizes"]}),
+            "ica_repeats": min(P["ica_repeats"], DRY_RUN_REPEATS)}
 
 
 def rigid_residuals(A, B, *, noise_levels, seed: int = 0) -> pd.DataFrame:
@@ -54,3 +74,24 @@ def ica_amari_sweep(*, sample_sizes, sources, dim: int, repeats: int, seed: int 
                 rows.append({"source": kind, "n": n, "repeat": r, "converged": ica.converged_,
                              "amari": amari_distance(ica.unmixing_, A)})
     return pd.DataFrame(rows)
+
+
+def sample_size_verdict(sweep: pd.DataFrame, seed: int = 0) -> Verdict:
+    """Does ICA's unmixing improve with n for non-Gaussian sources? Per (source, repeat), the
+    Amari distance at the smallest n minus at the largest n; bootstrap interval over them."""
+    ng = sweep[sweep["source"] != "gaussian"]
+    lo, hi = ng["n"].min(), ng["n"].max()
+    small = ng[ng["n"] == lo].set_index(["source", "repeat"])["amari"]
+    large = ng[ng["n"] == hi].set_index(["source", "repeat"])["amari"].loc[small.index]
+    return paired_difference(small.to_numpy(), large.to_numpy(), method="bootstrap", seed=seed)
+
+
+def gaussian_verdict(sweep: pd.DataFrame) -> Verdict:
+    """Do Gaussian sources stay unresolved? At the largest n, per repeat: the Gaussian Amari
+    distance minus the mean over the non-Gaussian sources; Student's t interval over repeats."""
+    top = sweep[sweep["n"] == sweep["n"].max()]
+    if "gaussian" not in set(top["source"]) or set(top["source"]) == {"gaussian"}:
+        raise ValueError("needs Gaussian and non-Gaussian sources")
+    gauss = top[top["source"] == "gaussian"].set_index("repeat")["amari"]
+    rest = top[top["source"] != "gaussian"].groupby("repeat")["amari"].mean().loc[gauss.index]
+    return paired_difference(gauss.to_numpy(), rest.to_numpy(), method="t")

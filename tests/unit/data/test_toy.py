@@ -51,6 +51,8 @@ def test_bad_dgp_arguments():
         toy.IsometricDGP(2, 6, 1.5)
     with pytest.raises(ValueError, match="observed_dim"):
         toy.IsometricDGP(4, 6, 0.1)
+    with pytest.raises(ValueError, match="source kind"):
+        toy.IsometricDGP(2, 6, 0.1, sources="cauchy")  # at construction, not at the first sample
 
 
 def test_blob_images():

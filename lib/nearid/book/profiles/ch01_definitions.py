@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nearid.book.params import NON_NEGATIVE, POSITIVE_INT, SEED, Interval, ListOf, Text
+from nearid.book.profiles.shared import DRY_RUN
 
 
 def _source_kind(kind: str) -> None:
@@ -16,15 +17,15 @@ def _source_kind(kind: str) -> None:
 
 PROFILES = {
     "smoke": dict(seed=0, n_points=300, noise_levels=[0.0, 0.1], ica_sample_sizes=[200, 1000],
-                  ica_sources=["laplace", "uniform"], ica_dim=3, ica_repeats=2),
+                  ica_sources=["laplace", "uniform"], ica_dim=3, ica_repeats=2, dry_run=False),
     "quick": dict(seed=0, n_points=2000, noise_levels=[0.0, 0.02, 0.05, 0.1, 0.2, 0.4],
                   ica_sample_sizes=[100, 300, 1000, 3000, 10000],
                   ica_sources=["laplace", "uniform", "gennorm_1.5", "gennorm_2.5", "gaussian"],
-                  ica_dim=4, ica_repeats=5),
+                  ica_dim=4, ica_repeats=5, dry_run=False),
     "full": dict(seed=0, n_points=10000, noise_levels=[0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8],
                  ica_sample_sizes=[100, 300, 1000, 3000, 10000, 30000, 100000],
                  ica_sources=["laplace", "uniform", "gennorm_1.5", "gennorm_2.5", "gaussian"],
-                 ica_dim=8, ica_repeats=20),
+                 ica_dim=8, ica_repeats=20, dry_run=False),
 }
 
 CONSTRAINTS = dict(
@@ -32,7 +33,7 @@ CONSTRAINTS = dict(
     ica_sample_sizes=ListOf(Interval(int, 10)),
     ica_sources=ListOf(Text(_source_kind, "'laplace', 'uniform', 'gaussian' or 'gennorm_<beta>' "
                                           "with beta > 0"), unique=True),
-    ica_dim=Interval(int, 2), ica_repeats=POSITIVE_INT,
+    ica_dim=Interval(int, 2), ica_repeats=POSITIVE_INT, dry_run=DRY_RUN,
 )
 
 RULES = []

@@ -2,29 +2,75 @@
 
 from __future__ import annotations
 
-from nearid.book.params import DEVICE, NON_NEGATIVE, POSITIVE, POSITIVE_INT, SEED, Interval, ListOf, Rule
+from nearid.book.params import (
+    DEVICE,
+    NON_NEGATIVE,
+    POSITIVE,
+    POSITIVE_INT,
+    SEED,
+    Constraint,
+    Interval,
+    ListOf,
+    Rule,
+    Text,
+)
+from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCHEDULER
+
+_SCALE_OUT = dict(executor="auto", scheduler="", dry_run=False)
+# trend_seeds: the seed trend of the verdicts trains seeds up to max(seeds, trend_seeds) at every delta
 
 PROFILES = {
-    "smoke": dict(seed=0, seeds=2, deltas=[0.0, 0.5], latent_dim=3, observed_dim=10,
+    "smoke": dict(seed=0, seeds=2, trend_seeds=3, deltas=[0.0, 0.5], latent_dim=3, observed_dim=10,
                   n_train=600, n_test=300, epochs=3, batch_size=128, lr=3e-3,
                   weight_decay=1e-4, hidden=32, image_size=16, image_epochs=2,
-                  device="auto"),
-    "quick": dict(seed=0, seeds=3, deltas=[0.0, 0.2, 0.4, 0.6, 0.8], latent_dim=3,
+                  sources="uniform", ica_components="all", device="auto", **_SCALE_OUT),
+    "quick": dict(seed=0, seeds=3, trend_seeds=6, deltas=[0.0, 0.2, 0.4, 0.6, 0.8], latent_dim=3,
                   observed_dim=20, n_train=3000, n_test=2000, epochs=30, batch_size=128,
                   lr=3e-3, weight_decay=1e-4, hidden=64, image_size=24, image_epochs=20,
-                  device="auto"),
-    "full": dict(seed=0, seeds=10, deltas=[0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+                  sources="uniform", ica_components="all", device="auto", **_SCALE_OUT),
+    "full": dict(seed=0, seeds=10, trend_seeds=10, deltas=[0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
                  latent_dim=5, observed_dim=50, n_train=50000, n_test=10000, epochs=100,
                  batch_size=256, lr=1e-3, weight_decay=1e-4, hidden=256, image_size=32,
-                 image_epochs=100, device="auto"),
+                 image_epochs=100, sources="uniform", ica_components="all", device="auto", **_SCALE_OUT),
 }
 
+
+def _source_kind(kind: str) -> None:
+    """ValueError unless ``kind`` is a factor distribution nearid.data.toy can sample."""
+    import numpy as np
+
+    from nearid.data.toy import sample_sources
+
+    sample_sources(kind, 1, 1, np.random.default_rng(0))
+
+
+class IcaComponents(Constraint):
+    """The whitening rule of nearid.ica.choose_components: a share in (0, 1], an int >= 1 or "all"."""
+
+    def check(self, name, value):
+        if value == "all":
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(name, value)
+        if isinstance(value, int) and value >= 1:
+            return value
+        if isinstance(value, float) and 0 < value <= 1:
+            return value
+        self.fail(name, value)
+
+    def describe(self) -> str:
+        return '"all", an int >= 1 (components kept) or a number in (0, 1] (share of variance kept)'
+
+
 CONSTRAINTS = dict(
-    seed=SEED, seeds=Interval(int, 2), deltas=ListOf(Interval(float, 0, 1, closed="left"), unique=True),
+    seed=SEED, seeds=Interval(int, 2), trend_seeds=Interval(int, 2),
+    deltas=ListOf(Interval(float, 0, 1, closed="left"), unique=True),
     latent_dim=Interval(int, 2), observed_dim=Interval(int, 4), n_train=Interval(int, 20),
     n_test=Interval(int, 20), epochs=POSITIVE_INT, batch_size=POSITIVE_INT, lr=POSITIVE,
     weight_decay=NON_NEGATIVE, hidden=POSITIVE_INT, image_size=Interval(int, 8),
-    image_epochs=POSITIVE_INT, device=DEVICE,
+    image_epochs=POSITIVE_INT,
+    sources=Text(_source_kind, "'uniform', 'laplace', 'gaussian' or 'gennorm_<beta>' with beta > 0"),
+    ica_components=IcaComponents(), device=DEVICE, executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
 )
 
 RULES = [
