@@ -75,9 +75,10 @@ t_start = time.perf_counter()
 
 # %% tags=["remove-input"]
 if P.dry_run:
-    print(f"DRY RUN: the MAE stops after {ch06.DRY_RUN_STEPS} optimisation steps, {ch06.DRY_RUN_CELLS} cells "
-          f"per well are imaged and each classifier grows {ch06.DRY_RUN_TREES} trees; every number "
-          "below is meaningless and only shows that the code runs at this profile's shapes.")
+    print(f"DRY RUN: the MAE stops after {ch06.DRY_RUN_STEPS} optimisation steps, {ch06.DRY_RUN_CELLS} "
+          f"cell(s) per well are imaged, each classifier grows {ch06.DRY_RUN_TREES} trees and the sweep "
+          f"runs k = {ch06.sweep_grid(P)} only; every number below is meaningless and only shows "
+          "that the code runs at this profile's shapes.")
 
 # %% [markdown]
 # ## The scores
@@ -386,7 +387,7 @@ vt.round(3).style.hide(axis="index")
 # of the declared grid; only the whitening, the rotations and the classifiers are refit.
 
 # %%
-sweep = ch06.component_sweep(X_wells, wells, grid=P.component_grid, ica_fit_on=P.ica_fit_on,
+sweep = ch06.component_sweep(X_wells, wells, grid=ch06.sweep_grid(P), ica_fit_on=P.ica_fit_on,
                              n_splits=P.n_splits, n_estimators=EVAL["n_estimators"], seed=P.seed, n_boot=N_BOOT)
 scores, intervals = sweep["scores"], sweep["intervals"]
 scores.pivot_table(index=["n_components", "variance_kept"], columns="feature_set",

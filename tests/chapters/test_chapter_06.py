@@ -68,6 +68,8 @@ def test_component_rule_parameter():
     for bad in (0, 1.5, "most", True, -3):
         with pytest.raises(InvalidParameterError, match="n_components"):
             profiles.resolve("06", "quick", {"n_components": bad})
+    with pytest.raises(InvalidParameterError, match="decoder_embed_dim must be a multiple of decoder_num_heads"):
+        profiles.resolve("06", "full", {"decoder_num_heads": 6})
     for p in ("smoke", "quick", "full"):
         P = profiles.resolve("06", p)
         assert P.executor == "auto" and P.scheduler == "" and P.dry_run is False

@@ -66,8 +66,9 @@ WELL_COLUMNS = ("batch", "gene", "guide", "is_control")
 # grid shows what that cap guards against).
 COMPONENT_GRID = (4, 8, 16, 32, 64)
 # A dry run (``dry_run=True``) keeps the full screen's layout and model shapes but images
-# this many cells per well, trains 2 steps and grows this many trees per classifier.
-DRY_RUN_STEPS, DRY_RUN_CELLS, DRY_RUN_TREES, DRY_RUN_BOOT = 2, 2, 10, 200
+# this many cells per well, trains 2 steps, grows this many trees per classifier, draws
+# this many bootstrap samples and sweeps only the smallest k of the grid.
+DRY_RUN_STEPS, DRY_RUN_CELLS, DRY_RUN_TREES, DRY_RUN_BOOT = 2, 1, 10, 200
 
 # The paper's claims this chapter decides: id -> (metric, set a, set b, the claim in words).
 # Each is "mean over (guide, fold) units of metric(a) - metric(b) > 0".
@@ -494,6 +495,7 @@ def batch_share(F, wells: pd.DataFrame) -> float:
 # --------------------------------------------------------------------------- the MAE task
 def train_cell_mae(images, *, patch_size: int = 8, embed_dim: int = 64, depth: int = 4,
                    num_heads: int = 4, decoder_embed_dim: int = 32, decoder_depth: int = 2,
+                   decoder_num_heads: int = 4,
                    mask_ratio: float = 0.75, epochs: int = 10, batch_size: int = 128,
                    lr: float = 1.5e-3, weight_decay: float = 0.05, seed: int = 0,
                    device="cpu", max_steps: int | None = None):
@@ -514,7 +516,7 @@ def train_cell_mae(images, *, patch_size: int = 8, embed_dim: int = 64, depth: i
     model = MaskedAutoencoder(img_size=images.shape[2], patch_size=patch_size,
                               in_chans=images.shape[1], embed_dim=embed_dim, depth=depth,
                               num_heads=num_heads, decoder_embed_dim=decoder_embed_dim,
-                              decoder_depth=decoder_depth, decoder_num_heads=num_heads,
+                              decoder_depth=decoder_depth, decoder_num_heads=decoder_num_heads,
                               mask_ratio=mask_ratio, backend="timm")
     result = fit(model, images, epochs=epochs, batch_size=batch_size, lr=lr,
                  weight_decay=weight_decay, seed=seed, device=device, max_steps=max_steps)
@@ -580,7 +582,7 @@ def screen_embeddings(*, simulator: dict[str, Any], mae: dict[str, Any], seed: i
 SIMULATOR_PARAMS = ("image_size", "n_batches", "controls_per_batch", "wells_per_guide", "cells_per_well",
                     "well_sd", "effect_scale", "batch_strength", "seed")
 MAE_PARAMS = ("patch_size", "embed_dim", "depth", "num_heads", "decoder_embed_dim", "decoder_depth",
-              "mask_ratio", "epochs", "batch_size", "lr", "weight_decay")
+              "decoder_num_heads", "mask_ratio", "epochs", "batch_size", "lr", "weight_decay")
 
 
 def simulator_params(P) -> dict[str, Any]:
@@ -613,6 +615,12 @@ def plan(P) -> list[Task]:
                  kind="mae", gpu=True, steps=steps,
                  label=f"MAE ({P.embed_dim}-d, depth {P.depth}) trained on {n_cells(sim)} cells "
                        f"of {P.image_size} px and {sim['n_batches']} batches; wells embedded")]
+
+
+def sweep_grid(P) -> list[int]:
+    """The sensitivity grid from chapter parameters; a dry run keeps only its smallest k."""
+    grid = list(P.component_grid)
+    return [min(grid)] if P.get("dry_run") else grid
 
 
 def evaluation_params(P) -> dict[str, Any]:

@@ -233,6 +233,8 @@ def test_plan_is_one_mae_task_and_dry_run_cuts_it():
     assert dry.kwargs["mae"]["embed_dim"] == 192  # the model keeps full's shape
     assert ch06_cellpaint.evaluation_params(resolve("06", "full", {"dry_run": True}))["n_estimators"] == 10
     assert ch06_cellpaint.evaluation_params(P)["n_estimators"] == 100
+    assert ch06_cellpaint.sweep_grid(P) == P.component_grid
+    assert ch06_cellpaint.sweep_grid(resolve("06", "full", {"dry_run": True})) == [4]
 
 
 def test_plan_is_empty_for_real_data(tmp_path):

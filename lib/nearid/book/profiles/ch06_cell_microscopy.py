@@ -43,14 +43,14 @@ _SHARED = dict(seed=0, device="auto", well_sd=0.5, effect_scale=1.5, batch_stren
 PROFILES = {
     "smoke": dict(_SHARED, image_size=16, n_batches=3, controls_per_batch=10, wells_per_guide=1,
                   cells_per_well=2, patch_size=4, embed_dim=16, depth=1, num_heads=2, decoder_embed_dim=8,
-                  decoder_depth=1, epochs=1, batch_size=64, lr=1.5e-3, n_splits=3, n_estimators=10),
+                  decoder_num_heads=2, decoder_depth=1, epochs=1, batch_size=64, lr=1.5e-3, n_splits=3, n_estimators=10),
     "quick": dict(_SHARED, image_size=32, n_batches=6, controls_per_batch=48, wells_per_guide=3,
                   cells_per_well=12, patch_size=8, embed_dim=64, depth=4, num_heads=4, decoder_embed_dim=32,
-                  decoder_depth=2, epochs=12, batch_size=128, lr=1.5e-3, n_splits=3, n_estimators=100),
+                  decoder_num_heads=4, decoder_depth=2, epochs=12, batch_size=128, lr=1.5e-3, n_splits=3, n_estimators=100),
     "full": dict(_SHARED, image_size=64, n_batches=12, controls_per_batch=200, wells_per_guide=8,
                  cells_per_well=40, patch_size=8, embed_dim=192, depth=8, num_heads=6, decoder_embed_dim=128,
-                 decoder_depth=4, epochs=100, batch_size=256, lr=1.5e-4 * 4, n_splits=4, n_estimators=300,
-                 component_grid=[4, 8, 16, 32, 64, 128, 192]),
+                 decoder_num_heads=4, decoder_depth=4, epochs=100, batch_size=256, lr=1.5e-4 * 4, n_splits=4,
+                 n_estimators=300, component_grid=[4, 8, 16, 32, 64, 128, 192]),
 }
 
 CONSTRAINTS = dict(
@@ -58,7 +58,7 @@ CONSTRAINTS = dict(
     controls_per_batch=Interval(int, 2), wells_per_guide=POSITIVE_INT, cells_per_well=POSITIVE_INT,
     well_sd=NON_NEGATIVE, effect_scale=NON_NEGATIVE, batch_strength=NON_NEGATIVE,
     patch_size=POSITIVE_INT, embed_dim=Interval(int, 4), depth=POSITIVE_INT, num_heads=POSITIVE_INT,
-    decoder_embed_dim=Interval(int, 2), decoder_depth=POSITIVE_INT,
+    decoder_embed_dim=Interval(int, 2), decoder_num_heads=POSITIVE_INT, decoder_depth=POSITIVE_INT,
     mask_ratio=Interval(float, 0, 1, closed="neither"), epochs=POSITIVE_INT, batch_size=POSITIVE_INT,
     lr=POSITIVE, weight_decay=NON_NEGATIVE, n_components=ComponentRule(), rows_per_component=Interval(int, 0),
     component_grid=ListOf(Interval(int, 2), unique=True), ica_fit_on=Options(("controls", "all")),
@@ -72,6 +72,8 @@ RULES = [
          "n_splits must not exceed n_batches (cross-validation folds are whole batches)"),
     Rule(("embed_dim", "num_heads"), lambda p: p["embed_dim"] % p["num_heads"] == 0,
          "embed_dim must be a multiple of num_heads"),
+    Rule(("decoder_embed_dim", "decoder_num_heads"), lambda p: p["decoder_embed_dim"] % p["decoder_num_heads"] == 0,
+         "decoder_embed_dim must be a multiple of decoder_num_heads"),
     Rule(("image_size", "patch_size"), lambda p: p["image_size"] % p["patch_size"] == 0,
          "image_size must be a multiple of patch_size"),
     Rule(("rxrx_embeddings", "rxrx_metadata"),
