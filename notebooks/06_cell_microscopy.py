@@ -564,7 +564,7 @@ glue("mcc_text", f"recovers the planted factors with an MCC of {mcc['pca_ica']:.
 #   each verdict at every $k$ of the grid. Where the verdicts change along the grid, the rule,
 #   not the method, decides them.
 # - **The embedding.** Our small MAE, trained for minutes on a CPU, {glue:text}`mcc_text`;
-#   OpenPhenom is a foundation model trained on millions of crops.
+#   OpenPhenom is a foundation model trained on millions of microscopy images.
 # - **The scale.** We have {glue:text}`n_controls` control wells and about
 #   {glue:text}`guide_wells` wells per guide; the paper has {glue:text}`rxrx_controls`
 #   controls. Intervals over (guide, fold) units are wide with few wells.
@@ -639,7 +639,7 @@ glue("ex_kmax_auc", float(scores[(scores.n_components == k_max) & (scores.featur
 
 # %% [markdown]
 # At $k$ = {glue:text}`ex_kmax` the mean AUROC of PCA + ICA is {glue:text}`ex_kmax_auc:.3f`;
-# the printed intervals are the verdicts that run would report. Whatever they say, they were
+# the printed intervals are the Table 3 verdicts that run would report. Whatever they say, they were
 # read off a figure after the fact, which is why the chapter's verdicts stay with the rule
 # declared before the results.
 #
