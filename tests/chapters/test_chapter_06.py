@@ -1,10 +1,20 @@
-"""Chapter 06 (cell microscopy) executes in the smoke profile and writes its results."""
+"""Chapter 06 (cell microscopy) executes in the smoke profile, writes its results with verdicts
+and the paper comparison, and runs every exercise's solution."""
 
-from nearid.experiments.ch06_cellpaint import FEATURE_SETS
-from nearid.paper import TABLE3
+import json
+
+import pytest
+
+from nearid.book import profiles
+from nearid.book.params import InvalidParameterError
+from nearid.book.results import COMPARISON_KEYS, VERDICT_KEYS
 from nearid.book.runner import run_chapter
+from nearid.experiments.ch06_cellpaint import FEATURE_SETS, TABLE3_CLAIMS, TABLE4_CLAIMS
+from nearid.paper import TABLE3
+from nearid.verdicts import VERDICTS
 
 
+@pytest.mark.chapter
 def test_chapter_06_smoke(tmp_path):
     res = run_chapter("06", profile="smoke", out_dir=tmp_path)
     assert set(res["table3"]) == set(TABLE3)
@@ -12,8 +22,54 @@ def test_chapter_06_smoke(tmp_path):
         for metric in ("auroc", "sparsity"):
             assert set(r[metric]) == set(FEATURE_SETS)
             assert all(0.0 <= v <= 1.0 for v in r[metric].values()), (gene, metric, r[metric])
-    assert set(res["table4"]) == set(FEATURE_SETS)
+    assert set(res["table4"]) == set(FEATURE_SETS) == set(res["table4_share"])
     assert all(0.0 <= v <= 1.0 for v in res["table4"].values())
-    assert res["data"] == "simulated"
+    assert all(0.25 <= v <= 1.0 for v in res["table4_share"].values())
+    assert res["data"] == "simulated" and res["dry_run"] is False
     assert 0.0 <= res["truth"]["concentration"] <= 1.0
-    assert len(res["orderings"]) == 2 * len(TABLE3)
+    # the declared rule chose the number of components, not "all of them"
+    k = res["n_components"]["pca"]
+    assert res["n_components"]["pca_ica"] == res["n_components"]["pca_rand"] == k
+    assert 1 <= k <= 30 // res["params"]["rows_per_component"]
+    # verdicts: every claim, with the contract's keys, decided three ways
+    assert set(res["verdicts"]) == set(TABLE3_CLAIMS) | set(TABLE4_CLAIMS)
+    for cid, rec in res["verdicts"].items():
+        assert set(VERDICT_KEYS) <= set(rec), cid
+        assert rec["verdict"] in VERDICTS, cid
+        assert rec["section"] in ("ch06-verdict", "ch06-table4")
+        assert isinstance(rec["paper"], float)
+    # paper comparison: every number of Tables 3 and 4
+    comp = res["paper_comparison"]
+    assert len(comp) == len(TABLE3) * 2 * 4 + 4
+    assert {c["table"] for c in comp} == {"Table 3", "Table 4"}
+    assert all(set(COMPARISON_KEYS) <= set(c) for c in comp)
+    # the sensitivity sweep ran over the declared grid (capped by the rank: 16-d embeddings)
+    ks = sorted({r["n_components"] for r in res["component_sweep"]})
+    assert ks == [4, 8, 16]
+    assert {r["claim"] for r in res["component_sweep_intervals"]} == {
+        c for c, v in TABLE3_CLAIMS.items() if "base" not in v[1:3]}
+    # exercises: at least three, each solution cell executed without error
+    nb = json.loads((tmp_path / "06_cell_microscopy.ipynb").read_text())
+    cells = nb["cells"]
+    text = ["".join(c["source"]) for c in cells]
+    starts = [i for i, t in enumerate(text) if "```{solution-start}" in t]
+    assert sum("```{exercise}" in t for t in text) >= 3 and len(starts) >= 3
+    for i in starts:
+        solution = cells[i + 1]
+        assert solution["cell_type"] == "code" and solution.get("execution_count")
+        assert not [o for o in solution.get("outputs", []) if o["output_type"] == "error"]
+        assert [o for o in solution.get("outputs", []) if o["output_type"] == "stream"], text[i]
+
+
+def test_component_rule_parameter():
+    assert profiles.resolve("06", "quick")["n_components"] == 0.95
+    assert profiles.resolve("06", "quick", {"n_components": "all"})["n_components"] == "all"
+    assert profiles.resolve("06", "quick", {"n_components": 12})["n_components"] == 12
+    for bad in (0, 1.5, "most", True, -3):
+        with pytest.raises(InvalidParameterError, match="n_components"):
+            profiles.resolve("06", "quick", {"n_components": bad})
+    with pytest.raises(InvalidParameterError, match="decoder_embed_dim must be a multiple of decoder_num_heads"):
+        profiles.resolve("06", "full", {"decoder_num_heads": 6})
+    for p in ("smoke", "quick", "full"):
+        P = profiles.resolve("06", p)
+        assert P.executor == "auto" and P.scheduler == "" and P.dry_run is False

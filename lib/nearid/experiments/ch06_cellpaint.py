@@ -1,35 +1,42 @@
 """The cell-microscopy protocol behind the paper's Tables 3, 4 and 6 (chapter 06).
 
 Input: one embedding per well (rows of ``X``) and a well table with columns ``batch``,
-``gene``, ``guide`` and ``is_control`` -- from the simulator (:mod:`nearid.data.cell_simulator`) or
-from RxRx3-core (:mod:`nearid.data.rxrx`); the same code runs on both.
+``gene``, ``guide`` and ``is_control`` -- from the simulator (:mod:`nearid.data.cell_simulator`,
+through the MAE task :func:`screen_embeddings`) or from RxRx3-core (:mod:`nearid.data.rxrx`);
+the same code runs on both.
 
-Four feature sets (:class:`FeatureSet`), each a transform fitted without perturbation labels:
+Four feature sets (:class:`FeatureSet`), each a transform fitted without perturbation labels,
+all through the book's one whitening + ICA path (:mod:`nearid.ica`):
 
 * ``base`` -- the embeddings as they are;
-* ``pca`` -- PCA whitening fitted on the control wells (zero mean, identity covariance on
-  controls);
-* ``pca_ica`` -- whitening, then the orthogonal FastICA rotation (logcosh contrast);
-* ``pca_rand`` -- whitening, then a seeded random orthogonal rotation (Haar measure): the
-  control for "any rotation of the whitened space".
+* ``pca`` -- :class:`~nearid.ica.Whitener` fitted on the control wells (the paper's "PCA
+  (whitening)"), onto the number of components its declared rule picks;
+* ``pca_ica`` -- whitening, then :class:`~nearid.ica.WhitenedICA` fitted on the whitened
+  control wells (or on all wells): an orthogonal rotation of the whitened space;
+* ``pca_rand`` -- whitening, then a seeded random rotation (Haar measure): the control for
+  "any rotation of the whitened space".
 
 Per guide (each guide is its own experiment against all control wells):
 
 * **AUROC** -- LightGBM with exactly :data:`LIGHTGBM_PARAMS` (Table 6) classifies guide
   wells against control wells across batches: GroupKFold over batches, so every well is
-  scored by a model that never saw its batch; the out-of-fold scores of all folds are
-  pooled into one AUROC. A gene's AUROC is the mean over its guides.
+  scored by a model that never saw its batch. Table 3 pools the out-of-fold scores of all
+  folds into one AUROC per guide; the verdicts use one AUROC per (guide, fold).
 * **sparsity** -- Hoyer sparsity of the guide's effect vector: per batch, mean of the
   guide's wells minus mean of that batch's control wells, averaged over batches, divided
-  feature-wise by the control wells' standard deviation (1 for the whitened sets). A gene's
-  sparsity is the mean over its guides.
+  feature-wise by the control wells' standard deviation (1 for the whitened sets). Table 3
+  uses every batch; the verdicts use the batches of each fold.
 
-Table 4 is :func:`nearid.metrics.sparsity.concentration` of each feature set with the
-guide (or "control") as the condition label.
+A gene's number is the mean over its guides. Table 4 is
+:func:`nearid.metrics.sparsity.concentration` of each feature set with the guide (or
+"control") as the condition label, read a second way by
+:func:`nearid.metrics.sparsity.top_biological_share`.
 """
 
 from __future__ import annotations
 
+import math
+import time
 import warnings
 from typing import Any
 
@@ -37,20 +44,59 @@ import numpy as np
 import pandas as pd
 from scipy.stats import ortho_group
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.decomposition import FastICA
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GroupKFold
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from nearid.metrics.sparsity import auroc, concentration, hoyer
-from nearid.paper import TABLE6_LIGHTGBM
+from nearid.ica import DEFAULT_COMPONENTS, ROWS_PER_COMPONENT, LowVarianceWarning, WhitenedICA, Whitener
+from nearid.metrics.sparsity import auroc, concentration, hoyer, top_biological_share
+from nearid.paper import TABLE3, TABLE3_FEATURE_SETS, TABLE4, TABLE6_LIGHTGBM
+from nearid.tasks import Task
+from nearid.verdicts import Verdict, bootstrap_statistic, paired_difference
 
 FEATURE_SETS = ("base", "pca", "pca_ica", "pca_rand")
 FEATURE_LABELS = {"base": "Base", "pca": "PCA", "pca_ica": "PCA + ICA", "pca_rand": "PCA + Rand"}
+WHITENED_SETS = ("pca", "pca_ica", "pca_rand")
 # Table 6: passed to LightGBM unchanged. Everything LightGBM's Table 6 leaves open
 # (number of trees, seeds, threads) is set in :func:`make_classifier`.
 LIGHTGBM_PARAMS: dict[str, Any] = dict(TABLE6_LIGHTGBM)
 WELL_COLUMNS = ("batch", "gene", "guide", "is_control")
+# The sensitivity grid of the chapter, declared before any result: numbers of whitened
+# components, each capped only by the rank of the control wells (not by rows / 10, so the
+# grid shows what that cap guards against).
+COMPONENT_GRID = (4, 8, 16, 32, 64)
+# A dry run (``dry_run=True``) keeps the full screen's layout and model shapes but images
+# this many cells per well, trains 2 steps, grows this many trees per classifier, draws
+# this many bootstrap samples and sweeps only the smallest k of the grid.
+DRY_RUN_STEPS, DRY_RUN_CELLS, DRY_RUN_TREES, DRY_RUN_BOOT = 2, 1, 10, 200
+
+# The paper's claims this chapter decides: id -> (metric, set a, set b, the claim in words).
+# Each is "mean over (guide, fold) units of metric(a) - metric(b) > 0".
+TABLE3_CLAIMS: dict[str, tuple[str, str, str, str]] = {
+    "auroc_ica_gt_pca": ("auroc", "pca_ica", "pca",
+                         "PCA + ICA classifies perturbations across batches better than PCA (AUROC)"),
+    "auroc_pca_gt_base": ("auroc", "pca", "base",
+                          "PCA whitening classifies perturbations across batches better than the raw "
+                          "embeddings (AUROC)"),
+    "auroc_ica_gt_rand": ("auroc", "pca_ica", "pca_rand",
+                          "the ICA rotation classifies better than a random rotation of the same "
+                          "whitened space (AUROC)"),
+    "sparsity_ica_gt_rand": ("sparsity", "pca_ica", "pca_rand",
+                             "a perturbation's effect is sparser in the ICA basis than in a random "
+                             "rotation of it (Hoyer sparsity)"),
+    "sparsity_ica_gt_pca": ("sparsity", "pca_ica", "pca",
+                            "a perturbation's effect is sparser in the ICA basis than in the "
+                            "principal components (Hoyer sparsity)"),
+}
+# Table 4's ordering: id -> (set a, set b, the claim in words); "concentration(a) - (b) > 0".
+TABLE4_CLAIMS: dict[str, tuple[str, str, str]] = {
+    "concentration_ica_gt_rand": ("pca_ica", "pca_rand",
+                                  "biological variation is more concentrated in the ICA basis than "
+                                  "in a random rotation of it (Table 4)"),
+    "concentration_rand_gt_base": ("pca_rand", "base",
+                                   "biological variation is more concentrated in the whitened, "
+                                   "rotated space than in the raw embeddings (Table 4)"),
+}
 
 
 def check_wells(X, wells: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
@@ -72,54 +118,30 @@ def check_wells(X, wells: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     return X, wells
 
 
+def condition_labels(wells: pd.DataFrame) -> np.ndarray:
+    """Each well's condition: "control" or its guide (the labels of Table 4)."""
+    ctrl = wells["is_control"].astype(bool).to_numpy()
+    return np.where(ctrl, "control", wells["guide"].astype(str).to_numpy())
+
+
 # --------------------------------------------------------------------------- feature sets
-class ControlWhitening(TransformerMixin, BaseEstimator):
-    """PCA whitening fitted on control wells: controls get mean 0 and identity covariance.
-
-    Directions whose control variance is below ``rtol`` times the largest are dropped (they
-    would be amplified noise); ``n_components`` caps the number kept.
-    """
-
-    def __init__(self, n_components: int | None = None, rtol: float = 1e-8):
-        self.n_components = n_components
-        self.rtol = rtol
-
-    def fit(self, X, controls=None) -> "ControlWhitening":
-        X = check_array(X, dtype=np.float64)
-        C = X if controls is None else X[np.asarray(controls, dtype=bool)]
-        if len(C) < 3:
-            raise ValueError(f"whitening needs at least 3 control rows, got {len(C)}")
-        self.mean_ = C.mean(0)
-        _, s, Vt = np.linalg.svd(C - self.mean_, full_matrices=False)
-        var = s ** 2 / (len(C) - 1)
-        keep = var > self.rtol * var.max()
-        if self.n_components is not None:
-            if self.n_components < 1:
-                raise ValueError(f"n_components must be >= 1 or None, got {self.n_components}")
-            keep &= np.arange(len(var)) < self.n_components
-        self.components_ = Vt[keep]
-        self.explained_variance_ = var[keep]
-        self.n_features_in_ = X.shape[1]
-        return self
-
-    def transform(self, X) -> np.ndarray:
-        check_is_fitted(self, "components_")
-        X = check_array(X, dtype=np.float64)
-        return (X - self.mean_) @ self.components_.T / np.sqrt(self.explained_variance_)
-
-
 class FeatureSet(TransformerMixin, BaseEstimator):
-    """One of :data:`FEATURE_SETS`; ``fit(X, controls)`` uses no perturbation labels.
+    """One of :data:`FEATURE_SETS`, fitted with :mod:`nearid.ica`; ``fit(X, controls)`` uses no
+    perturbation labels.
 
-    ``ica_fit_on`` picks the rows FastICA sees: "controls" (the whitened control wells) or
-    "all" (every well; still label-free). Either way the ICA map is an orthogonal rotation
-    of the whitened space, as is ``pca_rand``'s, so the two differ only in which rotation.
+    ``n_components`` and ``rows_per_component`` are the whitening rule of
+    :func:`nearid.ica.choose_components`, applied to the control wells. ``ica_fit_on`` picks
+    the rows ICA sees: "controls" (the whitened control wells, which are white, so the ICA
+    map is a rotation of the whitened space, as is ``pca_rand``'s) or "all" (every well,
+    still label-free; ICA then whitens again on all wells).
     """
 
-    def __init__(self, kind: str = "pca_ica", n_components: int | None = None,
-                 ica_fit_on: str = "controls", random_state: int | None = 0, max_iter: int = 2000):
+    def __init__(self, kind: str = "pca_ica", n_components: float | int | str = DEFAULT_COMPONENTS,
+                 rows_per_component: int | None = ROWS_PER_COMPONENT, ica_fit_on: str = "controls",
+                 random_state: int = 0, max_iter: int = 1000):
         self.kind = kind
         self.n_components = n_components
+        self.rows_per_component = rows_per_component
         self.ica_fit_on = ica_fit_on
         self.random_state = random_state
         self.max_iter = max_iter
@@ -130,28 +152,20 @@ class FeatureSet(TransformerMixin, BaseEstimator):
         if self.ica_fit_on not in ("controls", "all"):
             raise ValueError(f"ica_fit_on must be 'controls' or 'all', got {self.ica_fit_on!r}")
         X = check_array(X, dtype=np.float64)
+        ctrl = np.ones(len(X), bool) if controls is None else np.asarray(controls, dtype=bool)
+        self.whitener_, self.ica_, self.rotation_ = None, None, None
+        if self.kind != "base":
+            self.whitener_ = Whitener(self.n_components, self.rows_per_component).fit(X[ctrl])
+            Z = self.whitener_.transform(X)
+            if self.kind == "pca_ica":
+                rows = Z[ctrl] if self.ica_fit_on == "controls" else Z
+                self.ica_ = WhitenedICA("all", None, max_iter=self.max_iter,
+                                        random_state=self.random_state).fit(rows)
+            elif self.kind == "pca_rand":
+                k = Z.shape[1]
+                self.rotation_ = (ortho_group.rvs(k, random_state=self.random_state) if k > 1
+                                  else np.ones((1, 1)))
         self.n_features_in_ = X.shape[1]
-        self.whitening_ = None
-        self.rotation_ = None
-        self.converged_ = True
-        if self.kind == "base":
-            return self
-        controls = np.ones(len(X), bool) if controls is None else np.asarray(controls, dtype=bool)
-        self.whitening_ = ControlWhitening(self.n_components).fit(X, controls)
-        Z = self.whitening_.transform(X)
-        k = Z.shape[1]
-        if self.kind == "pca_ica":
-            rows = Z[controls] if self.ica_fit_on == "controls" else Z
-            ica = FastICA(whiten=False, fun="logcosh", max_iter=self.max_iter, tol=1e-5,
-                          random_state=self.random_state)
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", ConvergenceWarning)
-                ica.fit(rows)
-            self.converged_ = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-            self.rotation_ = ica.components_.T  # orthogonal: sources = Z @ W.T
-        elif self.kind == "pca_rand":
-            self.rotation_ = (ortho_group.rvs(k, random_state=self.random_state) if k > 1
-                              else np.ones((1, 1)))
         return self
 
     def transform(self, X) -> np.ndarray:
@@ -159,22 +173,50 @@ class FeatureSet(TransformerMixin, BaseEstimator):
         X = check_array(X, dtype=np.float64)
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"expected {self.n_features_in_} columns, got {X.shape[1]}")
-        if self.whitening_ is None:
+        if self.whitener_ is None:
             return X.copy()
-        Z = self.whitening_.transform(X)
+        Z = self.whitener_.transform(X)
+        if self.ica_ is not None:
+            return self.ica_.transform(Z)
         return Z if self.rotation_ is None else Z @ self.rotation_
 
     def fit_transform(self, X, controls=None, **_) -> np.ndarray:
         return self.fit(X, controls).transform(X)
 
+    @property
+    def n_components_(self) -> int:
+        """Number of output features (the whitened components; all columns for ``base``)."""
+        check_is_fitted(self, "n_features_in_")
+        return self.n_features_in_ if self.whitener_ is None else self.whitener_.n_components_
 
-def feature_sets(X, wells: pd.DataFrame, *, kinds=FEATURE_SETS, n_components: int | None = None,
-                 ica_fit_on: str = "controls", seed: int = 0) -> dict[str, np.ndarray]:
-    """Every requested feature set of the well embeddings, fitted on all control wells."""
+    @property
+    def variance_kept_(self) -> float:
+        """Share of the control wells' variance the whitened components hold (1 for ``base``)."""
+        check_is_fitted(self, "n_features_in_")
+        return 1.0 if self.whitener_ is None else self.whitener_.variance_kept_
+
+    @property
+    def converged_(self) -> bool:
+        """False when FastICA stopped at ``max_iter`` (only ``pca_ica`` runs it)."""
+        check_is_fitted(self, "n_features_in_")
+        return True if self.ica_ is None else bool(self.ica_.converged_)
+
+
+def fit_feature_sets(X, wells: pd.DataFrame, *, kinds=FEATURE_SETS,
+                     n_components: float | int | str = DEFAULT_COMPONENTS,
+                     rows_per_component: int | None = ROWS_PER_COMPONENT, ica_fit_on: str = "controls",
+                     seed: int = 0) -> dict[str, FeatureSet]:
+    """Every requested :class:`FeatureSet`, fitted on the control wells of ``X``."""
     X, wells = check_wells(X, wells)
     ctrl = wells["is_control"].astype(bool).to_numpy()
-    return {k: FeatureSet(k, n_components, ica_fit_on, random_state=seed).fit_transform(X, ctrl)
+    return {k: FeatureSet(k, n_components, rows_per_component, ica_fit_on, random_state=seed).fit(X, ctrl)
             for k in kinds}
+
+
+def feature_sets(X, wells: pd.DataFrame, **kwargs) -> dict[str, np.ndarray]:
+    """The transformed well embeddings of :func:`fit_feature_sets` (same keyword arguments)."""
+    X, wells = check_wells(X, wells)
+    return {k: fs.transform(X) for k, fs in fit_feature_sets(X, wells, **kwargs).items()}
 
 
 # --------------------------------------------------------------------------- scores
@@ -186,34 +228,52 @@ def make_classifier(*, n_estimators: int = 100, seed: int = 0):
                           deterministic=True, force_col_wise=True, **LIGHTGBM_PARAMS)
 
 
-def cross_batch_auroc(F, y, batches, *, n_splits: int = 3, n_estimators: int = 100, seed: int = 0) -> float:
-    """Pooled out-of-fold AUROC with GroupKFold over batches (no batch in train and test)."""
+def cross_batch_scores(F, y, batches, *, n_splits: int = 3, n_estimators: int = 100,
+                       seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Out-of-fold classifier scores with GroupKFold over batches, and each row's fold.
+
+    No batch is in the training and the test part of a fold, so a score says how well the
+    classifier transfers to a batch it never saw.
+    """
     F = check_array(F, dtype=np.float64)
     y = np.asarray(y).astype(int)
     batches = np.asarray(batches)
     n_groups = len(np.unique(batches))
     if n_groups < 2:
         raise ValueError("cross-batch evaluation needs at least 2 batches")
-    splits = min(n_splits, n_groups)
     scores = np.full(len(y), np.nan)
-    for train, test in GroupKFold(n_splits=splits).split(F, y, batches):
+    fold = np.full(len(y), -1)
+    for f, (train, test) in enumerate(GroupKFold(n_splits=min(n_splits, n_groups)).split(F, y, batches)):
         if len(np.unique(y[train])) < 2:
             raise ValueError("a training fold holds only one class; use fewer splits or more batches")
         clf = make_classifier(n_estimators=n_estimators, seed=seed).fit(F[train], y[train])
         scores[test] = clf.predict_proba(F[test])[:, 1]
-    return auroc(y, scores)
+        fold[test] = f
+    return scores, fold
 
 
-def effect_vector(F, wells: pd.DataFrame, guide: str) -> np.ndarray:
-    """Batch-matched effect of a guide, in control standard deviations (see module doc)."""
+def cross_batch_auroc(F, y, batches, *, n_splits: int = 3, n_estimators: int = 100, seed: int = 0) -> float:
+    """Pooled out-of-fold AUROC with GroupKFold over batches (no batch in train and test)."""
+    scores, _ = cross_batch_scores(F, y, batches, n_splits=n_splits, n_estimators=n_estimators, seed=seed)
+    return auroc(np.asarray(y).astype(int), scores)
+
+
+def effect_vector(F, wells: pd.DataFrame, guide: str, batches=None) -> np.ndarray:
+    """Batch-matched effect of a guide, in control standard deviations (see module doc).
+
+    ``batches`` restricts the batches averaged over (default: every batch holding the guide).
+    """
     F = np.asarray(F, dtype=np.float64)
     ctrl = wells["is_control"].astype(bool).to_numpy()
     is_guide = (wells["guide"] == guide).to_numpy()
     if not is_guide.any():
         raise ValueError(f"no wells of guide {guide!r}")
     batch = wells["batch"].to_numpy()
+    use = np.unique(batch[is_guide]) if batches is None else np.intersect1d(np.unique(batch[is_guide]), batches)
+    if use.size == 0:
+        raise ValueError(f"guide {guide!r} has no wells in batches {list(batches)}")
     diffs = []
-    for b in np.unique(batch[is_guide]):
+    for b in use:
         in_b = batch == b
         c = ctrl & in_b
         ref = F[c].mean(0) if c.any() else F[ctrl].mean(0)
@@ -229,52 +289,183 @@ def guides_of(wells: pd.DataFrame) -> dict[str, list[str]]:
     return {g: list(dict.fromkeys(pert.loc[pert["gene"] == g, "guide"])) for g in dict.fromkeys(pert["gene"])}
 
 
-def evaluate(X, wells: pd.DataFrame, *, kinds=FEATURE_SETS, n_components: int | None = None,
-             ica_fit_on: str = "controls", n_splits: int = 3, n_estimators: int = 100,
-             seed: int = 0, top: float = 0.25) -> dict[str, Any]:
-    """Tables 3 and 4 for well embeddings ``X``: see the module docstring for every choice.
+def _fold_auroc(y, scores) -> float:
+    return auroc(y, scores) if len(np.unique(y)) == 2 else float("nan")
 
-    Returns ``table3`` {gene: {auroc: {set: value}, sparsity: {set: value}, guides: n}},
-    ``table4`` {set: concentration}, ``per_guide`` (a DataFrame) and ``features`` (the
-    transformed well embeddings per set).
+
+def _sparsity(effect) -> float:
+    """Hoyer sparsity; NaN for a single feature, where sparsity has no meaning."""
+    return hoyer(effect) if len(effect) >= 2 else float("nan")
+
+
+def score_guides(features: dict[str, np.ndarray], wells: pd.DataFrame, *, n_splits: int = 3,
+                 n_estimators: int = 100, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """AUROC and sparsity of every guide in every feature set: per guide, and per (guide, fold).
+
+    Per guide: the pooled out-of-fold AUROC and the sparsity over every batch (Table 3). Per
+    (guide, fold): the AUROC of the fold's held-out wells and the sparsity of the effect
+    measured on the fold's held-out batches (NaN AUROC where a fold lacks guide wells): the
+    paired units of the verdicts.
     """
-    X, wells = check_wells(X, wells)
-    feats = feature_sets(X, wells, kinds=kinds, n_components=n_components, ica_fit_on=ica_fit_on,
-                         seed=seed)
     ctrl = wells["is_control"].astype(bool).to_numpy()
     batch = wells["batch"].to_numpy()
-    rows = []
+    per_guide, per_fold = [], []
     for gene, guides in guides_of(wells).items():
         for guide in guides:
             sel = ctrl | (wells["guide"] == guide).to_numpy()
             y = (~ctrl[sel]).astype(int)
-            for k, F in feats.items():
-                rows.append(dict(gene=gene, guide=guide, feature_set=k,
-                                 auroc=cross_batch_auroc(F[sel], y, batch[sel], n_splits=n_splits,
-                                                           n_estimators=n_estimators, seed=seed),
-                                 sparsity=hoyer(effect_vector(F, wells, guide))))
-    per_guide = pd.DataFrame(rows)
+            for k, F in features.items():
+                scores, fold = cross_batch_scores(F[sel], y, batch[sel], n_splits=n_splits,
+                                                  n_estimators=n_estimators, seed=seed)
+                per_guide.append(dict(gene=gene, guide=guide, feature_set=k, auroc=auroc(y, scores),
+                                      sparsity=_sparsity(effect_vector(F, wells, guide))))
+                for f in np.unique(fold):
+                    held = fold == f
+                    test_batches = np.unique(batch[sel][held])
+                    has_guide = np.isin(test_batches, batch[sel][y == 1])
+                    sparsity = (_sparsity(effect_vector(F, wells, guide, test_batches)) if has_guide.any()
+                                else float("nan"))
+                    per_fold.append(dict(gene=gene, guide=guide, fold=int(f), feature_set=k,
+                                         auroc=_fold_auroc(y[held], scores[held]), sparsity=sparsity))
+    return pd.DataFrame(per_guide), pd.DataFrame(per_fold)
+
+
+def table3_from(per_guide: pd.DataFrame, wells: pd.DataFrame) -> dict[str, dict]:
+    """{gene: {auroc: {set: mean over guides}, sparsity: {...}, guides: n}}."""
+    kinds = list(dict.fromkeys(per_guide["feature_set"]))
     means = per_guide.groupby(["gene", "feature_set"], sort=False)[["auroc", "sparsity"]].mean()
-    table3 = {}
-    for gene, guides in guides_of(wells).items():
-        table3[gene] = {"auroc": {k: float(means.loc[(gene, k), "auroc"]) for k in feats},
-                        "sparsity": {k: float(means.loc[(gene, k), "sparsity"]) for k in feats},
-                        "guides": len(guides)}
-    labels = np.where(ctrl, "control", wells["guide"].astype(str).to_numpy())
-    table4 = {k: concentration(F, labels, top) for k, F in feats.items()}
-    return {"table3": table3, "table4": table4, "per_guide": per_guide, "features": feats}
+    return {gene: {"auroc": {k: float(means.loc[(gene, k), "auroc"]) for k in kinds},
+                   "sparsity": {k: float(means.loc[(gene, k), "sparsity"]) for k in kinds},
+                   "guides": len(guides)}
+            for gene, guides in guides_of(wells).items()}
 
 
-def orderings(table3: dict) -> pd.DataFrame:
-    """Per gene, the paper's claims as booleans: ICA >= PCA >= Base, and ICA > Rand."""
+def evaluate(X, wells: pd.DataFrame, *, kinds=FEATURE_SETS,
+             n_components: float | int | str = DEFAULT_COMPONENTS,
+             rows_per_component: int | None = ROWS_PER_COMPONENT, ica_fit_on: str = "controls",
+             n_splits: int = 3, n_estimators: int = 100, seed: int = 0, top: float = 0.25) -> dict[str, Any]:
+    """Tables 3 and 4 for well embeddings ``X``: see the module docstring for every choice.
+
+    Returns ``table3`` {gene: {auroc: {set: value}, sparsity: {set: value}, guides: n}},
+    ``table4`` {set: concentration}, ``table4_share`` {set: top-quarter share of the
+    biological variance}, ``per_guide`` and ``per_fold`` (DataFrames, see
+    :func:`score_guides`), ``features`` (the transformed well embeddings per set) and
+    ``fitted`` (the fitted :class:`FeatureSet` per set).
+    """
+    X, wells = check_wells(X, wells)
+    fitted = fit_feature_sets(X, wells, kinds=kinds, n_components=n_components,
+                              rows_per_component=rows_per_component, ica_fit_on=ica_fit_on, seed=seed)
+    feats = {k: fs.transform(X) for k, fs in fitted.items()}
+    per_guide, per_fold = score_guides(feats, wells, n_splits=n_splits, n_estimators=n_estimators, seed=seed)
+    labels = condition_labels(wells)
+    ctrl = wells["is_control"].astype(bool).to_numpy()
+    return {"table3": table3_from(per_guide, wells),
+            "table4": {k: concentration(F, labels, top) for k, F in feats.items()},
+            "table4_share": {k: top_biological_share(F, labels, top, controls=ctrl) for k, F in feats.items()},
+            "per_guide": per_guide, "per_fold": per_fold, "features": feats, "fitted": fitted}
+
+
+def gene_means(table3: dict, metric: str) -> dict[str, float]:
+    """Mean over genes of a Table 3 metric, per feature set (each gene counts once)."""
+    kinds = next(iter(table3.values()))[metric]
+    return {k: float(np.mean([r[metric][k] for r in table3.values()])) for k in kinds}
+
+
+def component_sweep(X, wells: pd.DataFrame, *, grid=COMPONENT_GRID, kinds=WHITENED_SETS,
+                    ica_fit_on: str = "controls", n_splits: int = 3, n_estimators: int = 100,
+                    seed: int = 0, top: float = 0.25, n_boot: int | None = None) -> dict[str, pd.DataFrame]:
+    """Tables 3 and 4 against the number of whitened components, for each k of ``grid``
+    (capped by the controls' rank only).
+
+    Reuses the embeddings: only the whitening, the rotations and the classifiers are refit.
+    ``scores``: one row per (k, feature set) with the k asked for, the k used, the share of
+    the control variance kept, whether FastICA converged, the mean over genes of AUROC and
+    sparsity, the concentration and the top-quarter share. ``intervals``: one row per (k,
+    claim of :data:`TABLE3_CLAIMS` between ``kinds``) with its paired interval and verdict.
+    A k that the rank caps to one already done is skipped.
+    """
+    claims = {cid: c for cid, c in TABLE3_CLAIMS.items() if c[1] in kinds and c[2] in kinds}
+    rows, intervals, done = [], [], set()
+    for asked in grid:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", (ConvergenceWarning, LowVarianceWarning))
+            out = evaluate(X, wells, kinds=kinds, n_components=int(asked), rows_per_component=None,
+                           ica_fit_on=ica_fit_on, n_splits=n_splits, n_estimators=n_estimators,
+                           seed=seed, top=top)
+        k = next(iter(out["fitted"].values())).n_components_
+        if k in done:
+            continue
+        done.add(k)
+        auc, sp = gene_means(out["table3"], "auroc"), gene_means(out["table3"], "sparsity")
+        for kind, fs in out["fitted"].items():
+            rows.append(dict(asked=int(asked), n_components=k, variance_kept=fs.variance_kept_,
+                             feature_set=kind, auroc=auc[kind], sparsity=sp[kind],
+                             concentration=out["table4"][kind], share=out["table4_share"][kind],
+                             converged=fs.converged_))
+        for cid, v in table3_verdicts(out["per_fold"], claims=claims, seed=seed, n_boot=n_boot).items():
+            intervals.append(dict(asked=int(asked), n_components=k, claim=cid, **v.to_dict()))
+    return {"scores": pd.DataFrame(rows), "intervals": pd.DataFrame(intervals)}
+
+
+# --------------------------------------------------------------------------- verdicts
+def paired_units(per_fold: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """(guide, fold) x feature set table of ``metric``: the paired units of the verdicts."""
+    return per_fold.pivot_table(index=["guide", "fold"], columns="feature_set", values=metric,
+                                dropna=False, sort=False)
+
+
+def table3_verdicts(per_fold: pd.DataFrame, *, claims=TABLE3_CLAIMS, seed: int = 0,
+                    n_boot: int | None = None) -> dict[str, Verdict]:
+    """Each claim of :data:`TABLE3_CLAIMS` decided by a paired bootstrap over (guide, fold)."""
+    out = {}
+    for cid, (metric, a, b, _) in claims.items():
+        units = paired_units(per_fold, metric)
+        kw = {} if n_boot is None else {"n_boot": n_boot}
+        out[cid] = paired_difference(units[a].to_numpy(), units[b].to_numpy(), method="bootstrap",
+                                     seed=seed, **kw)
+    return out
+
+
+def _concentration_gap(A, B, labels, top: float = 0.25) -> float:
+    return concentration(A, labels, top) - concentration(B, labels, top)
+
+
+def table4_verdicts(features: dict[str, np.ndarray], labels, *, claims=TABLE4_CLAIMS, top: float = 0.25,
+                    seed: int = 0, n_boot: int | None = None) -> dict[str, Verdict]:
+    """Each claim of :data:`TABLE4_CLAIMS` decided by a bootstrap over wells (paired: the
+    same resampled wells for both feature sets; the feature sets are not refit)."""
+    _, codes = np.unique(np.asarray(labels), return_inverse=True)  # ints resample faster
+    out = {}
+    for cid, (a, b, _) in claims.items():
+        kw = {} if n_boot is None else {"n_boot": n_boot}
+        out[cid] = bootstrap_statistic(lambda A, B, lab: _concentration_gap(A, B, lab, top),
+                                       features[a], features[b], codes, seed=seed, **kw)
+    return out
+
+
+def paper_difference(metric: str, a: str, b: str) -> float:
+    """The paper's number for a claim: mean over Table 3's genes of a - b, or Table 4's a - b."""
+    if metric == "concentration":
+        return float(TABLE4[a] - TABLE4[b])
+    i, j = TABLE3_FEATURE_SETS.index(a), TABLE3_FEATURE_SETS.index(b)
+    return float(np.mean([r[metric][i] - r[metric][j] for r in TABLE3.values()]))
+
+
+def paper_comparison(table3: dict, table4: dict) -> list[dict]:
+    """Every number of Tables 3 and 4 that we also measure, ours beside the paper's."""
     rows = []
     for gene, r in table3.items():
-        for metric in ("auroc", "sparsity"):
-            v = r[metric]
-            rows.append(dict(gene=gene, metric=metric,
-                             ica_ge_pca_ge_base=bool(v["pca_ica"] >= v["pca"] >= v["base"]),
-                             ica_gt_rand=bool(v["pca_ica"] > v["pca_rand"])))
-    return pd.DataFrame(rows)
+        if gene not in TABLE3:
+            continue
+        for metric, name in (("auroc", "AUROC"), ("sparsity", "sparsity")):
+            for i, k in enumerate(TABLE3_FEATURE_SETS):
+                if k in r[metric]:
+                    rows.append(dict(table="Table 3", row=gene, column=f"{name} {FEATURE_LABELS[k]}",
+                                     ours=float(r[metric][k]), paper=float(TABLE3[gene][metric][i])))
+    for k, v in table4.items():
+        rows.append(dict(table="Table 4", row=FEATURE_LABELS[k], column="concentration",
+                         ours=float(v), paper=float(TABLE4[k])))
+    return rows
 
 
 def factor_recovery(F, well_factors) -> dict[str, float]:
@@ -288,12 +479,26 @@ def factor_recovery(F, well_factors) -> dict[str, float]:
     return {"mcc": mean_corr_coef(F, well_factors)}
 
 
-# --------------------------------------------------------------------------- the MAE
+def batch_share(F, wells: pd.DataFrame) -> float:
+    """Median over features of the share of control-well variance explained by the batch.
+
+    High: the features are dominated by technical batch effects (the raw embeddings);
+    low: batch effects are confined to a few features or removed.
+    """
+    from nearid.metrics.sparsity import biological_fraction
+
+    ctrl = wells["is_control"].astype(bool).to_numpy()
+    batch = wells["batch"].astype(str).to_numpy()
+    return float(np.median(biological_fraction(np.asarray(F)[ctrl], batch[ctrl])))
+
+
+# --------------------------------------------------------------------------- the MAE task
 def train_cell_mae(images, *, patch_size: int = 8, embed_dim: int = 64, depth: int = 4,
                    num_heads: int = 4, decoder_embed_dim: int = 32, decoder_depth: int = 2,
+                   decoder_num_heads: int = 4,
                    mask_ratio: float = 0.75, epochs: int = 10, batch_size: int = 128,
                    lr: float = 1.5e-3, weight_decay: float = 0.05, seed: int = 0,
-                   device="cpu"):
+                   device="cpu", max_steps: int | None = None):
     """Train chapter 04's :class:`~nearid.models.mae.MaskedAutoencoder` on cell crops.
 
     Returns (model, :class:`~nearid.train.TrainResult`). The crops' channels are the MAE's
@@ -311,10 +516,10 @@ def train_cell_mae(images, *, patch_size: int = 8, embed_dim: int = 64, depth: i
     model = MaskedAutoencoder(img_size=images.shape[2], patch_size=patch_size,
                               in_chans=images.shape[1], embed_dim=embed_dim, depth=depth,
                               num_heads=num_heads, decoder_embed_dim=decoder_embed_dim,
-                              decoder_depth=decoder_depth, decoder_num_heads=num_heads,
+                              decoder_depth=decoder_depth, decoder_num_heads=decoder_num_heads,
                               mask_ratio=mask_ratio, backend="timm")
     result = fit(model, images, epochs=epochs, batch_size=batch_size, lr=lr,
-                 weight_decay=weight_decay, seed=seed, device=device)
+                 weight_decay=weight_decay, seed=seed, device=device, max_steps=max_steps)
     return model, result
 
 
@@ -327,14 +532,99 @@ def well_embeddings(model, images, cell_well, *, n_wells: int | None = None, dev
     return aggregate_wells(E, cell_well, n_wells)
 
 
-def batch_share(F, wells: pd.DataFrame) -> float:
-    """Median over features of the share of control-well variance explained by the batch.
+def example_crops(images, cell_well, wells: pd.DataFrame, *, max_batches: int = 6) -> dict[str, Any]:
+    """One crop per well type (controls, then each gene's first guide) and per batch, for a
+    figure, with one shared intensity scale (the 99.5th percentile of all crops)."""
+    kinds = ["control", *guides_of(wells)]
+    batches = list(dict.fromkeys(wells["batch"]))[:max_batches]
+    crops = np.zeros((len(kinds), len(batches), *np.asarray(images).shape[1:]), dtype=np.float32)
+    for r, kind in enumerate(kinds):
+        for c, b in enumerate(batches):
+            w = np.flatnonzero((wells["gene"] == kind).to_numpy() & (wells["batch"] == b).to_numpy())
+            if w.size:
+                crops[r, c] = images[np.flatnonzero(cell_well == w[0])[0]]
+    return {"crops": crops, "kinds": kinds, "batches": batches,
+            "vmax": float(np.quantile(images, 0.995))}
 
-    High: the features are dominated by technical batch effects (the raw embeddings);
-    low: batch effects are confined to a few features or removed.
+
+def _device(preference: str) -> str:
+    import torch
+
+    if preference == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device='cuda' was asked for but torch sees no CUDA device")
+    return "cuda" if preference != "cpu" and torch.cuda.is_available() else "cpu"
+
+
+def screen_embeddings(*, simulator: dict[str, Any], mae: dict[str, Any], seed: int = 0,
+                      device: str = "auto", max_steps: int | None = None) -> dict[str, Any]:
+    """The chapter's one training task: simulate the screen, train the MAE on its crops, embed
+    every well (the mean of its cells' embeddings).
+
+    ``simulator`` are :class:`~nearid.data.cell_simulator.CellPaintingSimulator`'s arguments
+    (its seed among them), ``mae`` those of :func:`train_cell_mae` but the seed and device.
+    Returns plain data: the well embeddings and table, the planted well factors, example
+    crops for a figure and the training curve.
     """
-    from nearid.metrics.sparsity import biological_fraction
+    from nearid.data.cell_simulator import CellPaintingSimulator
 
-    ctrl = wells["is_control"].astype(bool).to_numpy()
-    batch = wells["batch"].astype(str).to_numpy()
-    return float(np.median(biological_fraction(np.asarray(F)[ctrl], batch[ctrl])))
+    start = time.perf_counter()
+    screen = CellPaintingSimulator(**simulator).simulate()
+    dev = _device(device)
+    model, result = train_cell_mae(screen.images, **mae, seed=seed, device=dev, max_steps=max_steps)
+    X = well_embeddings(model, screen.images, screen.cell_well, n_wells=screen.n_wells, device=dev)
+    return {"embeddings": X, "wells": screen.wells, "well_factors": screen.well_factors,
+            "examples": example_crops(screen.images, screen.cell_well, screen.wells),
+            "n_cells": int(len(screen.images)), "image_size": int(screen.images.shape[-1]),
+            "losses": [float(v) for v in result.losses], "steps": int(result.steps),
+            "seconds": time.perf_counter() - start, "device": dev}
+
+
+SIMULATOR_PARAMS = ("image_size", "n_batches", "controls_per_batch", "wells_per_guide", "cells_per_well",
+                    "well_sd", "effect_scale", "batch_strength", "seed")
+MAE_PARAMS = ("patch_size", "embed_dim", "depth", "num_heads", "decoder_embed_dim", "decoder_depth",
+              "decoder_num_heads", "mask_ratio", "epochs", "batch_size", "lr", "weight_decay")
+
+
+def simulator_params(P) -> dict[str, Any]:
+    """The simulator's arguments from chapter parameters; a dry run images fewer cells per well."""
+    sim = {k: P[k] for k in SIMULATOR_PARAMS}
+    if P.get("dry_run"):
+        sim["cells_per_well"] = min(sim["cells_per_well"], DRY_RUN_CELLS)
+    return sim
+
+
+def n_cells(sim: dict[str, Any]) -> int:
+    """Cells the simulator renders for these arguments."""
+    from nearid.data.cell_simulator import effect_matrix
+
+    n_guides = len(effect_matrix()[0])
+    return sim["n_batches"] * (sim["controls_per_batch"] + n_guides * sim["wells_per_guide"]) * sim["cells_per_well"]
+
+
+def plan(P) -> list[Task]:
+    """The chapter's tasks for resolved parameters ``P``: one MAE trained on the simulated
+    screen and its wells embedded; none when real RxRx3-core embeddings are given."""
+    if P.get("rxrx_embeddings"):
+        return []
+    sim = simulator_params(P)
+    mae = {k: P[k] for k in MAE_PARAMS}
+    steps = P.epochs * math.ceil(n_cells(sim) / P.batch_size)
+    return [Task(screen_embeddings,
+                 dict(simulator=sim, mae=mae, seed=P.seed, device=P.device,
+                      max_steps=DRY_RUN_STEPS if P.get("dry_run") else None),
+                 kind="mae", gpu=True, steps=steps,
+                 label=f"MAE ({P.embed_dim}-d, depth {P.depth}) trained on {n_cells(sim)} cells "
+                       f"of {P.image_size} px and {sim['n_batches']} batches; wells embedded")]
+
+
+def sweep_grid(P) -> list[int]:
+    """The sensitivity grid from chapter parameters; a dry run keeps only its smallest k."""
+    grid = list(P.component_grid)
+    return [min(grid)] if P.get("dry_run") else grid
+
+
+def evaluation_params(P) -> dict[str, Any]:
+    """The protocol's settings from chapter parameters; a dry run grows fewer trees."""
+    return dict(n_components=P.n_components, rows_per_component=P.rows_per_component or None,
+                ica_fit_on=P.ica_fit_on, n_splits=P.n_splits, seed=P.seed,
+                n_estimators=min(P.n_estimators, DRY_RUN_TREES) if P.get("dry_run") else P.n_estimators)

@@ -2,44 +2,69 @@
 
 from __future__ import annotations
 
-from nearid.book.params import DEVICE, NON_NEGATIVE, POSITIVE, POSITIVE_INT, SEED, FileOrEmpty, Interval, Options, Rule, Text
+import numbers
 
-# n_components 0 = keep every whitened direction; rxrx_* "" = simulate (give the paths
-# of metadata_rxrx3_core.csv and OpenPhenom_rxrx3_core_embeddings.parquet for real data).
+from nearid.book.params import (DEVICE, NON_NEGATIVE, POSITIVE, POSITIVE_INT, SEED, Constraint, FileOrEmpty,
+                                Interval, ListOf, Options, Rule, Text)
+from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCHEDULER
+
+
+class ComponentRule(Constraint):
+    """The whitening rule of nearid.ica.choose_components: a share of the control wells'
+    variance in (0, 1], a number of components >= 1, or "all"."""
+
+    def check(self, name, value):
+        if value == "all" and isinstance(value, str):
+            return value
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            self.fail(name, value)
+        if isinstance(value, numbers.Integral):
+            if value < 1:
+                self.fail(name, value)
+            return int(value)
+        if not 0 < value <= 1:
+            self.fail(name, value)
+        return float(value)
+
+    def describe(self) -> str:
+        return 'a share of the variance in (0, 1], a number of components >= 1, or "all"'
+
+
+# n_components: the library's rule (0.95 of the control wells' variance), at most one
+# component per rows_per_component control wells (0 = no cap); component_grid: the numbers
+# of whitened components of the sensitivity figure, declared before any result.
+# rxrx_* "" = simulate (give the paths of metadata_rxrx3_core.csv and
+# OpenPhenom_rxrx3_core_embeddings.parquet for real data).
+_SHARED = dict(seed=0, device="auto", well_sd=0.5, effect_scale=1.5, batch_strength=0.5, mask_ratio=0.75,
+               weight_decay=0.05, n_components=0.95, rows_per_component=10,
+               component_grid=[4, 8, 16, 32, 64], ica_fit_on="controls", rxrx_embeddings="",
+               rxrx_metadata="", rxrx_batch_column="experiment_name", executor="auto", scheduler="",
+               dry_run=False)
 PROFILES = {
-    "smoke": dict(seed=0, device="auto", image_size=16, n_batches=3, controls_per_batch=6,
-                  wells_per_guide=1, cells_per_well=2, well_sd=0.5, effect_scale=1.5,
-                  batch_strength=0.5, patch_size=4, embed_dim=16, depth=1, num_heads=2,
-                  decoder_embed_dim=8, decoder_depth=1, mask_ratio=0.75, epochs=1,
-                  batch_size=64, lr=1.5e-3, weight_decay=0.05, n_components=0,
-                  ica_fit_on="controls", n_splits=3, n_estimators=10, rxrx_embeddings="",
-                  rxrx_metadata="", rxrx_batch_column="experiment_name"),
-    "quick": dict(seed=0, device="auto", image_size=32, n_batches=6, controls_per_batch=48,
-                  wells_per_guide=3, cells_per_well=12, well_sd=0.5, effect_scale=1.5,
-                  batch_strength=0.5, patch_size=8, embed_dim=64, depth=4, num_heads=4,
-                  decoder_embed_dim=32, decoder_depth=2, mask_ratio=0.75, epochs=12,
-                  batch_size=128, lr=1.5e-3, weight_decay=0.05, n_components=0,
-                  ica_fit_on="controls", n_splits=3, n_estimators=100, rxrx_embeddings="",
-                  rxrx_metadata="", rxrx_batch_column="experiment_name"),
-    "full": dict(seed=0, device="auto", image_size=64, n_batches=12, controls_per_batch=200,
-                 wells_per_guide=8, cells_per_well=40, well_sd=0.5, effect_scale=1.5,
-                 batch_strength=0.5, patch_size=8, embed_dim=192, depth=8, num_heads=6,
-                 decoder_embed_dim=128, decoder_depth=4, mask_ratio=0.75, epochs=100,
-                 batch_size=256, lr=1.5e-4 * 4, weight_decay=0.05, n_components=0,
-                 ica_fit_on="controls", n_splits=4, n_estimators=300, rxrx_embeddings="",
-                 rxrx_metadata="", rxrx_batch_column="experiment_name"),
+    "smoke": dict(_SHARED, image_size=16, n_batches=3, controls_per_batch=10, wells_per_guide=1,
+                  cells_per_well=2, patch_size=4, embed_dim=16, depth=1, num_heads=2, decoder_embed_dim=8,
+                  decoder_num_heads=2, decoder_depth=1, epochs=1, batch_size=64, lr=1.5e-3, n_splits=3, n_estimators=10),
+    "quick": dict(_SHARED, image_size=32, n_batches=6, controls_per_batch=48, wells_per_guide=3,
+                  cells_per_well=12, patch_size=8, embed_dim=64, depth=4, num_heads=4, decoder_embed_dim=32,
+                  decoder_num_heads=4, decoder_depth=2, epochs=12, batch_size=128, lr=1.5e-3, n_splits=3, n_estimators=100),
+    "full": dict(_SHARED, image_size=64, n_batches=12, controls_per_batch=200, wells_per_guide=8,
+                 cells_per_well=40, patch_size=8, embed_dim=192, depth=8, num_heads=6, decoder_embed_dim=128,
+                 decoder_num_heads=4, decoder_depth=4, epochs=100, batch_size=256, lr=1.5e-4 * 4, n_splits=4,
+                 n_estimators=300, component_grid=[4, 8, 16, 32, 64, 128, 192]),
 }
 
 CONSTRAINTS = dict(
-    seed=SEED, device=DEVICE, image_size=Interval(int, 8), n_batches=Interval(int, 2),
+    seed=SEED, device=DEVICE, image_size=Interval(int, 16), n_batches=Interval(int, 2),
     controls_per_batch=Interval(int, 2), wells_per_guide=POSITIVE_INT, cells_per_well=POSITIVE_INT,
     well_sd=NON_NEGATIVE, effect_scale=NON_NEGATIVE, batch_strength=NON_NEGATIVE,
     patch_size=POSITIVE_INT, embed_dim=Interval(int, 4), depth=POSITIVE_INT, num_heads=POSITIVE_INT,
-    decoder_embed_dim=Interval(int, 2), decoder_depth=POSITIVE_INT,
+    decoder_embed_dim=Interval(int, 2), decoder_num_heads=POSITIVE_INT, decoder_depth=POSITIVE_INT,
     mask_ratio=Interval(float, 0, 1, closed="neither"), epochs=POSITIVE_INT, batch_size=POSITIVE_INT,
-    lr=POSITIVE, weight_decay=NON_NEGATIVE, n_components=Interval(int, 0),
-    ica_fit_on=Options(("controls", "all")), n_splits=Interval(int, 2), n_estimators=POSITIVE_INT,
-    rxrx_embeddings=FileOrEmpty(), rxrx_metadata=FileOrEmpty(), rxrx_batch_column=Text(empty=False),
+    lr=POSITIVE, weight_decay=NON_NEGATIVE, n_components=ComponentRule(), rows_per_component=Interval(int, 0),
+    component_grid=ListOf(Interval(int, 2), unique=True), ica_fit_on=Options(("controls", "all")),
+    n_splits=Interval(int, 2), n_estimators=POSITIVE_INT, rxrx_embeddings=FileOrEmpty(),
+    rxrx_metadata=FileOrEmpty(), rxrx_batch_column=Text(empty=False), executor=EXECUTOR,
+    scheduler=SCHEDULER, dry_run=DRY_RUN,
 )
 
 RULES = [
@@ -47,6 +72,8 @@ RULES = [
          "n_splits must not exceed n_batches (cross-validation folds are whole batches)"),
     Rule(("embed_dim", "num_heads"), lambda p: p["embed_dim"] % p["num_heads"] == 0,
          "embed_dim must be a multiple of num_heads"),
+    Rule(("decoder_embed_dim", "decoder_num_heads"), lambda p: p["decoder_embed_dim"] % p["decoder_num_heads"] == 0,
+         "decoder_embed_dim must be a multiple of decoder_num_heads"),
     Rule(("image_size", "patch_size"), lambda p: p["image_size"] % p["patch_size"] == 0,
          "image_size must be a multiple of patch_size"),
     Rule(("rxrx_embeddings", "rxrx_metadata"),
