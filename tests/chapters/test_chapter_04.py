@@ -1,19 +1,44 @@
-"""Chapter 04 (Table 1) in the smoke profile: every pair built, every number in range."""
+"""Chapter 04 (Table 1) in the smoke profile: every pair built, every number in range, every
+verdict in the contract's form, every exercise solution executed."""
 
 import math
 
+import nbformat
 import pytest
 
 from nearid.book.runner import run_chapter
+from nearid.paper import TABLE1, TABLE1_LABELS
+from nearid.verdicts import VERDICTS
 
 PAIRS = {"pythia", "mae", "chexpert", "resnet18", "sentence_encoders"}
 FAMILIES = {"permutation", "rigid", "linear", "ica"}
+VERDICT_KEYS = {"claim", "estimate", "low", "high", "verdict", "n", "method", "threshold", "paper",
+                "section", "ours_label"}
+
+
+def _solution_cells(nb):
+    """The code cells between each ``solution-start`` and its ``solution-end``."""
+    cells, inside = [], False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            start, end = cell.source.rfind("{solution-start}"), cell.source.rfind("{solution-end}")
+            if start >= 0 or end >= 0:
+                inside = start > end  # a cell may close one solution and open the next
+        elif inside:
+            cells.append(cell)
+    return cells
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory, mnist_root):
+    out = tmp_path_factory.mktemp("ch04")
+    return run_chapter("04", profile="smoke", out_dir=out), out
 
 
 @pytest.mark.chapter
-def test_chapter_04_smoke(tmp_path, mnist_root):
-    res = run_chapter("04", profile="smoke", out_dir=tmp_path)
-    assert (tmp_path / "04_alignment.json").is_file()
+def test_chapter_04_table_and_verdicts(smoke):
+    res, out = smoke
+    assert (out / "04_alignment.json").is_file()
     table = res["table1"]
     assert set(table) == PAIRS
     for pair, row in table.items():
@@ -23,8 +48,54 @@ def test_chapter_04_smoke(tmp_path, mnist_root):
         assert 0.0 <= row["cka"] <= 1.0 + 1e-9
         eff = row["ica_efficiency"]
         assert eff is None or math.isfinite(eff)
-    assert res["n_pairs"] == 5 and 0 <= res["n_order_holds"] <= 5
-    assert res["n_order_holds"] == sum(res["order_holds"].values())
+    # one verdict per link of the ordering and per pair that mirrors a paper row
+    assert len(res["verdicts"]) == 3 * len(TABLE1)
+    for claim_id, rec in res["verdicts"].items():
+        assert VERDICT_KEYS <= set(rec), claim_id
+        assert rec["verdict"] in VERDICTS and rec["section"] == "ch04-verdict"
+        assert rec["low"] <= rec["estimate"] <= rec["high"] and isinstance(rec["paper"], float)
+    assert len(res["order_links"]) == 3 * len(PAIRS)
+    for pair, word in res["ordering"].items():
+        links = [r["verdict"] for r in res["order_links"] if r["pair"] == pair]
+        assert word == ("holds" if all(v == "holds" for v in links) else
+                        "fails" if "fails" in links else "inconclusive")
+    assert res["n_ordering_holds"] == sum(res["ordering"][p] == "holds" for p in TABLE1)
+    comparison = res["paper_comparison"]
+    assert len(comparison) == 5 * len(TABLE1)
+    assert {r["row"] for r in comparison} == set(TABLE1_LABELS.values())
+    assert all(r["table"] == "Table 1" and isinstance(r["ours"], float) for r in comparison)
     assert res["split"]["resnet18"]["dim_a"] == 512
     assert res["split"]["sentence_encoders"]["dim_b"] == 384
+    assert all(1 <= k <= 55 for s in res["split"].values() for k in s["components"])  # rows/10 cap
     assert res["models"]["pythia"]["source"] == "trained"
+    assert res["dry_run"] is False
+
+
+@pytest.mark.chapter
+def test_chapter_04_sensitivity_and_trend(smoke):
+    res, _ = smoke
+    sens = res["sensitivity"]
+    assert len(sens) == len(PAIRS) * (len(res["params"]["ica_grid"]) + 1)
+    assert sum(r["rule"] for r in sens) == len(PAIRS)
+    for r in sens:
+        if r["rule"]:
+            assert r["ica"] == pytest.approx(res["table1"][r["pair"]]["ica"])
+    trend = res["scale_trend"]
+    assert {r["pair"] for r in trend["table"]} == set(TABLE1)
+    assert len(trend["table"]) == len(TABLE1) * len(res["params"]["trend_fractions"])
+    assert all(v["verdict"] in VERDICTS for v in trend["difference"].values())
+
+
+@pytest.mark.chapter
+def test_chapter_04_exercises_ran(smoke):
+    _, out = smoke
+    nb = nbformat.read(out / "04_alignment.ipynb", as_version=4)
+    exercises = [c for c in nb.cells if c.cell_type == "markdown" and "```{exercise}" in c.source]
+    assert len(exercises) >= 3
+    solutions = _solution_cells(nb)
+    assert len(solutions) >= len(exercises)
+    for cell in solutions:
+        assert cell.get("execution_count"), cell.source[:80]
+        assert not [o for o in cell.get("outputs", []) if o.get("output_type") == "error"], cell.source[:80]
+    figures = [c.metadata["mystnb"]["figure"]["name"] for c in nb.cells if "mystnb" in c.metadata]
+    assert {"fig-04-table1", "fig-04-links", "fig-04-components", "fig-04-trend"} <= set(figures)

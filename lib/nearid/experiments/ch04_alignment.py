@@ -1,9 +1,9 @@
-"""The model pairs of Table 1, built offline: train (or load) two models, embed held-out inputs.
+"""Chapter 04 (Table 1): model pairs built offline, their alignment errors, and verdicts.
 
-Each builder returns a :class:`Pair`: the two representation matrices A and B (rows = the
-same held-out inputs in the same order, never seen in training) and a dict of facts about
-how they were made. :func:`nearid.align.alignment_table` then turns a pair into one row of
-Table 1. Rows mirror the paper's:
+Each pair builder trains (or loads) two models and embeds the same held-out inputs with
+both, returning a :class:`Pair`: the two representation matrices A and B (rows = the same
+held-out inputs in the same order, never seen in training) and a dict of facts about how
+they were made. Rows mirror the paper's:
 
 =================  =====================================================================
 ``pythia``         two tiny GPT-NeoX LMs, seeds s and s+1, on Shakespeare bytes (or two
@@ -14,10 +14,17 @@ Table 1. Rows mirror the paper's:
 ``resnet18``       torchvision ResNet-18 (1x28x28 stem), seeds s and s+1; features into fc
 ``sentence_encoders`` two packaged MiniLM-L6 sentence encoders; mean last hidden state
 =================  =====================================================================
+
+The chapter's sweep is one task per pair (:func:`plan`, :func:`embed_pair`), run through
+:func:`nearid.tasks.run_tasks`. :func:`nearid.align.compare` turns a pair into one row of
+Table 1; :func:`order_links` decides the paper's ordering link by link with a bootstrap over
+evaluation rows; :func:`component_sensitivity` and :func:`fit_rows_trend` reuse the
+embeddings to show how much the whitening rule and the number of fit rows matter.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +34,7 @@ import numpy as np
 import torch
 
 from nearid.models.sentence_encoders import ENCODER_LABELS
+from nearid.tasks import Task
 from nearid.train import fit, predict
 
 PAIRS = ("pythia", "mae", "chexpert", "resnet18", "sentence_encoders")
@@ -38,6 +46,8 @@ PAIR_LABELS = {
     "resnet18": "ResNet-18 seed 0 -> seed 1",
     "sentence_encoders": " -> ".join(ENCODER_LABELS.values()),
 }
+DRY_RUN_STEPS = 2  # optimiser steps per model in a dry run
+DRY_RUN_EVAL = 1200  # held-out rows per pair in a dry run (enough fit rows for 512-d codes)
 
 
 @dataclass
@@ -60,6 +70,13 @@ def _log(verbose: bool, msg: str) -> None:
         print(msg, flush=True)
 
 
+def _device(device) -> torch.device:
+    """"auto" = CUDA when torch sees one, else CPU; anything else as given."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
 def mnist_data(*, n_train: int, n_eval: int, root: str = "data"):
     """First ``n_train`` training images (with labels) and first ``n_eval`` test images."""
     from nearid.data.mnist import load_mnist
@@ -72,7 +89,7 @@ def mnist_data(*, n_train: int, n_eval: int, root: str = "data"):
 # --------------------------------------------------------------------------- image pairs
 def mae_pair(Xtr, Xev, *, seed: int = 0, embed_dim: int = 64, depth: int = 4,
              num_heads: int = 4, epochs: int = 5, lr: float = 1e-3, batch_size: int = 128,
-             device="cpu", verbose: bool = False) -> Pair:
+             device="cpu", verbose: bool = False, max_steps: int | None = None) -> Pair:
     """MAE-timm (seed s) -> MAE-original (seed s+1): same hyperparameters, different code.
 
     Two independent runs (different seeds) as in the paper, where the two MAEs were trained
@@ -88,42 +105,53 @@ def mae_pair(Xtr, Xev, *, seed: int = 0, embed_dim: int = 64, depth: int = 4,
                               decoder_embed_dim=max(embed_dim // 2, 8), decoder_depth=2,
                               decoder_num_heads=num_heads, backend=backend)
         res = fit(m, Xtr, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=0.05,
-                  seed=seed + k, device=device)
+                  seed=seed + k, device=device, max_steps=max_steps)
         reps.append(predict(m.embed, Xev, device=device))
-        info[backend] = {"final_loss": res.losses[-1], "seconds": res.seconds, "seed": seed + k}
+        info[backend] = {"final_loss": res.losses[-1], "seconds": res.seconds, "seed": seed + k,
+                         "steps": res.steps}
         _log(verbose, f"MAE {backend}: masked MSE {res.losses[-1]:.4f} in {res.seconds:.0f}s")
     return Pair("mae", reps[0], reps[1], info)
 
 
-def _accuracy(model, X, y, device) -> float:
-    logits = predict(model, X, device=device)
-    return float((logits.argmax(1) == np.asarray(y)).mean())
+def _features_and_accuracy(model, X, y, device) -> tuple[np.ndarray, float]:
+    """The penultimate features of ``X`` and the test accuracy, from one forward pass."""
+    feats = predict(model.features, X, device=device)
+    with torch.no_grad():
+        logits = model.head.to("cpu")(torch.as_tensor(feats, dtype=torch.float32)).numpy()
+    model.head.to(device)
+    return feats, float((logits.argmax(1) == np.asarray(y)).mean())
 
 
 def chexpert_pair(Xtr, ytr, Xev, yev, *, seed: int = 0, feature_dim: int = 64,
-                  arch: str = "cnn", epochs: int = 3, lr: float = 1e-3, batch_size: int = 128,
-                  device="cpu", verbose: bool = False) -> Pair:
-    """Classifier "small" -> "base" (twice the channels), same recipe and seed."""
+                  base_feature_dim: int | None = None, arch: str = "cnn", epochs: int = 3,
+                  lr: float = 1e-3, batch_size: int = 128, device="cpu", verbose: bool = False,
+                  max_steps: int | None = None) -> Pair:
+    """Classifier "small" -> "base" (twice the channels), same recipe and seed.
+
+    ``feature_dim`` is the width of the small model's feature (penultimate) layer and
+    ``base_feature_dim`` the base model's (None = the same), so A and B may differ in width.
+    """
     from nearid.models.classifiers import ImageClassifier
 
+    widths = {"small": feature_dim, "base": feature_dim if base_feature_dim is None else base_feature_dim}
     reps, info = [], {}
-    for width in ("small", "base"):
+    for width, dim in widths.items():
         torch.manual_seed(seed)
         m = ImageClassifier(width, arch=arch, img_size=Xtr.shape[-1], in_chans=Xtr.shape[1],
-                            feature_dim=feature_dim)
+                            feature_dim=dim)
         res = fit(m, Xtr, y=ytr, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
-                  device=device)
-        reps.append(predict(m.features, Xev, device=device))
-        acc = _accuracy(m, Xev, yev, device)
-        info[width] = {"test_accuracy": acc, "seconds": res.seconds,
-                       "parameters": sum(p.numel() for p in m.parameters())}
+                  device=device, max_steps=max_steps)
+        feats, acc = _features_and_accuracy(m, Xev, yev, device)
+        reps.append(feats)
+        info[width] = {"test_accuracy": acc, "seconds": res.seconds, "feature_dim": dim,
+                       "parameters": sum(p.numel() for p in m.parameters()), "steps": res.steps}
         _log(verbose, f"classifier {width}: test accuracy {acc:.3f} in {res.seconds:.0f}s")
     return Pair("chexpert", reps[0], reps[1], info)
 
 
 def resnet18_pair(Xtr, ytr, Xev, yev, *, seed: int = 0, epochs: int = 2, lr: float = 1e-3,
                   batch_size: int = 128, stem_stride: int = 2, device="cpu",
-                  verbose: bool = False) -> Pair:
+                  verbose: bool = False, max_steps: int | None = None) -> Pair:
     """ResNet-18 seed s -> seed s+1 (initial weights and batch order both change)."""
     from nearid.models.classifiers import ResNet18Classifier
 
@@ -132,10 +160,10 @@ def resnet18_pair(Xtr, ytr, Xev, yev, *, seed: int = 0, epochs: int = 2, lr: flo
         torch.manual_seed(seed + k)
         m = ResNet18Classifier(in_chans=Xtr.shape[1], stem_stride=stem_stride)
         res = fit(m, Xtr, y=ytr, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed + k,
-                  device=device)
-        reps.append(predict(m.features, Xev, device=device))
-        acc = _accuracy(m, Xev, yev, device)
-        info[f"seed{seed + k}"] = {"test_accuracy": acc, "seconds": res.seconds}
+                  device=device, max_steps=max_steps)
+        feats, acc = _features_and_accuracy(m, Xev, yev, device)
+        reps.append(feats)
+        info[f"seed{seed + k}"] = {"test_accuracy": acc, "seconds": res.seconds, "steps": res.steps}
         _log(verbose, f"ResNet-18 seed {seed + k}: test accuracy {acc:.3f} in {res.seconds:.0f}s")
     return Pair("resnet18", reps[0], reps[1], info)
 
@@ -145,12 +173,13 @@ def pythia_pair(text: str | None = None, *, seed: int = 0, hidden: int = 64, lay
                 heads: int = 4, context: int = 64, train_windows: int = 2000, epochs: int = 2,
                 lr: float = 1e-3, batch_size: int = 32, eval_windows: int = 1000,
                 pretrained: list[str] | tuple[str, ...] = (), device="cpu",
-                verbose: bool = False) -> Pair:
+                verbose: bool = False, max_steps: int | None = None) -> Pair:
     """Two GPT-NeoX LMs, seeds s and s+1; mean middle-layer state of held-out text windows.
 
     With two folders in ``pretrained`` (e.g. Pythia-160M seed 0 and seed 1 saved with
     ``save_pretrained``), those are loaded instead of training, and the held-out windows are
-    tokenised with their tokenizer.
+    tokenised with their tokenizer; when the held-out text has fewer than ``eval_windows``
+    windows of their tokens, all it has are used and ``info["eval_windows"]`` says how many.
     """
     from nearid.models import language as lm
 
@@ -170,10 +199,12 @@ def pythia_pair(text: str | None = None, *, seed: int = 0, hidden: int = 64, lay
                 raise ValueError(f"{path} has no tokenizer files; a real checkpoint needs its "
                                  "tokenizer to read the held-out text")
             ids = np.asarray(tok(eval_text)["input_ids"])
-            windows = lm.eval_windows(ids, context, eval_windows)
+            n = min(eval_windows, len(ids) // context)
+            windows = lm.eval_windows(ids, context, n)
             reps.append(lm.embed_windows(model, windows, device=device))
             info[Path(path).name] = {"source": str(path), "layer": lm.middle_layer(model)}
-            _log(verbose, f"loaded {path}")
+            info["eval_windows"] = n
+            _log(verbose, f"loaded {path}; {n} held-out windows")
         return Pair("pythia", reps[0], reps[1], info | {"source": "pretrained"})
     tok = lm.ByteTokenizer()
     train_ids, eval_ids = tok.encode(train_text), tok.encode(eval_text)
@@ -184,10 +215,10 @@ def pythia_pair(text: str | None = None, *, seed: int = 0, hidden: int = 64, lay
         m = lm.TinyLM(seed=seed + k, hidden_size=hidden, num_hidden_layers=layers,
                       num_attention_heads=heads, max_position_embeddings=max(2 * context, 64))
         res = fit(m, X, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed + k,
-                  device=device, grad_clip=1.0)
+                  device=device, grad_clip=1.0, max_steps=max_steps)
         reps.append(lm.embed_windows(m, ev, device=device))
         info[f"seed{seed + k}"] = {"final_nll": res.losses[-1], "seconds": res.seconds,
-                                   "layer": lm.middle_layer(m.model)}
+                                   "layer": lm.middle_layer(m.model), "steps": res.steps}
         _log(verbose, f"tiny GPT-NeoX seed {seed + k}: train NLL {res.losses[-1]:.3f} nats/byte "
                       f"in {res.seconds:.0f}s")
     return Pair("pythia", reps[0], reps[1], info | {"source": "trained"})
@@ -213,78 +244,245 @@ def sentence_encoder_pair(text: str | None = None, *, n_sentences: int = 1000, s
     return Pair("sentence_encoders", reps[0], reps[1], info)
 
 
-# --------------------------------------------------------------------------- dispatcher
-def build_pairs(P, *, device="cpu", verbose: bool = True, data_root: str = "data") -> dict[str, Pair]:
-    """Every pair in ``P.pairs``, from a chapter's resolved parameters (profile 04_alignment)."""
+# --------------------------------------------------------------------------- tasks
+def pair_settings(P, name: str) -> dict[str, Any]:
+    """The builder settings of pair ``name`` from a chapter's resolved parameters (plain
+    values, so that they can be a task's arguments); a dry run cuts the held-out rows."""
+    if name not in PAIRS:
+        raise ValueError(f"unknown pair {name!r}; valid: {', '.join(PAIRS)}")
+    dry = bool(P.get("dry_run", False))
+
+    def rows(n: int) -> int:
+        return min(n, DRY_RUN_EVAL) if dry else n
+
+    if name == "mae":
+        return dict(n_train=P["mnist_train"], n_eval=rows(P["mnist_eval"]),
+                    embed_dim=P["mae_embed_dim"], depth=P["mae_depth"], epochs=P["mae_epochs"],
+                    lr=P["lr"], batch_size=P["batch_size"])
+    if name == "chexpert":
+        return dict(n_train=P["mnist_train"], n_eval=rows(P["mnist_eval"]),
+                    feature_dim=P["clf_feature_dim"], base_feature_dim=P["clf_base_feature_dim"],
+                    epochs=P["clf_epochs"], lr=P["lr"], batch_size=P["batch_size"])
+    if name == "resnet18":
+        return dict(n_train=P["resnet_train"], n_eval=rows(P["mnist_eval"]),
+                    epochs=P["resnet_epochs"], lr=P["lr"], batch_size=P["batch_size"],
+                    stem_stride=P["resnet_stem_stride"])
+    if name == "pythia":
+        return dict(hidden=P["lm_hidden"], layers=P["lm_layers"], context=P["lm_context"],
+                    train_windows=P["lm_train_windows"], epochs=P["lm_epochs"], lr=P["lr"],
+                    eval_windows=rows(P["lm_eval_windows"]), pretrained=list(P["pythia_paths"]))
+    return dict(n_sentences=rows(P["sentences"]))
+
+
+def embed_pair(*, pair: str, seed: int = 0, device: str = "auto", max_steps: int | None = None,
+               data_root: str = "data", **settings) -> dict[str, Any]:
+    """Task: train (or load) both models of one pair and embed the held-out inputs.
+
+    ``settings`` are those of :func:`pair_settings`. Returns ``{"A", "B", "info"}`` (numpy
+    arrays and plain values, no torch modules), so the result can be cached and shipped.
+    """
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    dev = _device(device)
+    if pair in ("mae", "chexpert", "resnet18"):
+        s = dict(settings)
+        Xtr, ytr, Xev, yev = mnist_data(n_train=s.pop("n_train"), n_eval=s.pop("n_eval"), root=data_root)
+        if pair == "mae":
+            p = mae_pair(Xtr, Xev, seed=seed, device=dev, max_steps=max_steps, **s)
+        elif pair == "chexpert":
+            p = chexpert_pair(Xtr, ytr, Xev, yev, seed=seed, device=dev, max_steps=max_steps, **s)
+        else:
+            p = resnet18_pair(Xtr, ytr, Xev, yev, seed=seed, device=dev, max_steps=max_steps, **s)
+    elif pair == "pythia":
+        s = dict(settings)
+        paths = list(s.pop("pretrained", []))
+        found = [q for q in paths if (Path(q) / "config.json").is_file()]
+        use = paths if paths and len(found) == len(paths) else []
+        p = pythia_pair(seed=seed, device=dev, max_steps=max_steps, pretrained=use, **s)
+        p.info["requested_checkpoints"] = paths
+        if paths and not use:
+            p.info["note"] = f"checkpoints not found at {paths}: trained tiny GPT-NeoX models instead"
+    elif pair == "sentence_encoders":
+        p = sentence_encoder_pair(seed=seed, device=dev, **settings)
+    else:
+        raise ValueError(f"unknown pair {pair!r}; valid: {', '.join(PAIRS)}")
+    return {"A": p.A, "B": p.B, "info": p.info}
+
+
+def _steps(P, name: str) -> int:
+    """Optimiser steps of one pair's task (both models), as :func:`nearid.train.fit` takes them."""
+    def per_model(n: int, epochs: int, batch: int) -> int:
+        full = epochs * math.ceil(n / batch)
+        return min(full, DRY_RUN_STEPS) if P.get("dry_run", False) else full
+
+    if name == "mae":
+        return 2 * per_model(P["mnist_train"], P["mae_epochs"], P["batch_size"])
+    if name == "chexpert":
+        return 2 * per_model(P["mnist_train"], P["clf_epochs"], P["batch_size"])
+    if name == "resnet18":
+        return 2 * per_model(P["resnet_train"], P["resnet_epochs"], P["batch_size"])
+    if name == "pythia":
+        return 2 * per_model(P["lm_train_windows"], P["lm_epochs"], 32)
+    return 0
+
+
+def plan(P) -> list[Task]:
+    """The chapter's tasks for resolved parameters ``P``: one per pair, in ``P.pairs`` order."""
     unknown = [p for p in P["pairs"] if p not in PAIRS]
     if unknown:
         raise ValueError(f"unknown pairs {unknown}; valid: {', '.join(PAIRS)}")
-    out: dict[str, Pair] = {}
-    mnist = None
-    if {"mae", "chexpert", "resnet18"} & set(P["pairs"]):
-        mnist = mnist_data(n_train=P["mnist_train"], n_eval=P["mnist_eval"], root=data_root)
-    common = dict(seed=P["seed"], device=device, verbose=verbose)
+    tasks = []
     for name in P["pairs"]:
-        if name == "mae":
-            Xtr, _, Xev, _ = mnist
-            out[name] = mae_pair(Xtr, Xev, embed_dim=P["mae_embed_dim"], depth=P["mae_depth"],
-                                 epochs=P["mae_epochs"], lr=P["lr"], batch_size=P["batch_size"],
-                                 **common)
-        elif name == "chexpert":
-            out[name] = chexpert_pair(*mnist, feature_dim=P["clf_feature_dim"],
-                                      epochs=P["clf_epochs"], lr=P["lr"],
-                                      batch_size=P["batch_size"], **common)
-        elif name == "resnet18":
-            Xtr, ytr, Xev, yev = mnist
-            n = P["resnet_train"]
-            out[name] = resnet18_pair(Xtr[:n], ytr[:n], Xev, yev, epochs=P["resnet_epochs"],
-                                      lr=P["lr"], batch_size=P["batch_size"],
-                                      stem_stride=P["resnet_stem_stride"], **common)
-        elif name == "pythia":
-            paths = list(P["pythia_paths"])
-            if paths and not all((Path(q) / "config.json").is_file() for q in paths):
-                _log(verbose, f"Pythia checkpoints not found at {paths}: training tiny GPT-NeoX "
-                              "models instead")
-                paths = []
-            out[name] = pythia_pair(hidden=P["lm_hidden"], layers=P["lm_layers"],
-                                    context=P["lm_context"], train_windows=P["lm_train_windows"],
-                                    epochs=P["lm_epochs"], lr=P["lr"],
-                                    eval_windows=P["lm_eval_windows"],
-                                    pretrained=paths, **common)
-            out[name].info["requested_checkpoints"] = list(P["pythia_paths"])
-        else:
-            out[name] = sentence_encoder_pair(n_sentences=P["sentences"], **common)
-    return out
+        settings = pair_settings(P, name)
+        kw = dict(pair=name, seed=P["seed"], device=P["device"],
+                  max_steps=DRY_RUN_STEPS if P.get("dry_run", False) else None, **settings)
+        n_rows = settings.get("n_eval") or settings.get("eval_windows") or settings.get("n_sentences")
+        tasks.append(Task(embed_pair, kw, kind=f"ch04:{name}", gpu=name != "sentence_encoders",
+                          label=f"{name}: {PAIR_LABELS[name]}, {n_rows} held-out inputs embedded",
+                          steps=_steps(P, name)))
+    return tasks
+
+
+def collect_pairs(tasks: list[Task], results: list[dict]) -> dict[str, Pair]:
+    """The :class:`Pair` of every task's result, keyed by pair name, in task order."""
+    return {t.kwargs["pair"]: Pair(t.kwargs["pair"], r["A"], r["B"], r["info"])
+            for t, r in zip(tasks, results)}
+
+
+def describe(pair: Pair) -> str:
+    """One line on how a pair's models turned out (accuracy, loss, time)."""
+    parts = []
+    for key, rec in pair.info.items():
+        if not isinstance(rec, dict):
+            continue
+        facts = [f"{k.replace('_', ' ')} {v:.3f}" for k, v in rec.items()
+                 if k in ("test_accuracy", "final_loss", "final_nll")]
+        if "seconds" in rec:
+            facts.append(f"{rec['seconds']:.0f} s")
+        parts.append(f"{key} ({', '.join(facts)})")
+    return f"{pair.name}: A {pair.A.shape[1]}-d, B {pair.B.shape[1]}-d, {pair.A.shape[0]} rows; " + "; ".join(parts)
 
 
 # --------------------------------------------------------------------------- Table 1
 ORDER = ("permutation", "ica", "rigid", "linear")  # the paper's ordering, worst to best
+# The three links of the ordering, each a claim "mean row error of the first family exceeds
+# the second's on the same evaluation rows".
+LINKS = (("permutation", "ica"), ("ica", "rigid"), ("rigid", "linear"))
+LINK_NAMES = {("permutation", "ica"): "perm > ICA", ("ica", "rigid"): "ICA > rigid",
+              ("rigid", "linear"): "rigid > linear"}
 
 
-def table1(pairs: dict[str, Pair], *, fit_fraction: float = 0.5, seed: int = 0,
-           ica_components: float | int | str | None = 0.95, ica_max_rows: int | None = None,
-           ica_max_iter: int = 1000):
-    """One row of Table 1 per pair (a pandas DataFrame indexed by pair name)."""
-    import pandas as pd
-
-    from nearid.align import alignment_table
-
+def measure(pairs: dict[str, Pair], *, fit_fraction: float = 0.5, seed: int = 0,
+            ica_components: float | int | str | None = 0.95, ica_max_rows: int | None = None,
+            ica_max_iter: int = 1000) -> dict:
+    """:func:`nearid.align.compare` of every pair: {pair name: AlignmentResult}."""
     from threadpoolctl import threadpool_limits
 
-    rows = {}
+    from nearid.align import compare
+
+    out = {}
     for name, pair in pairs.items():
-        with threadpool_limits(limits=1):  # see nearid.cli.align.compute: faster, same numbers
-            rows[name] = alignment_table(pair.A, pair.B, fit_fraction=fit_fraction, seed=seed,
-                                         ica_components=ica_components,
-                                         ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter)
-        rows[name]["dim_a"], rows[name]["dim_b"] = pair.A.shape[1], pair.B.shape[1]
+        with threadpool_limits(limits=1):  # small matrices: one BLAS thread is faster, same numbers
+            out[name] = compare(pair.A, pair.B, fit_fraction=fit_fraction, seed=seed,
+                                ica_components=ica_components, ica_max_rows=ica_max_rows,
+                                ica_max_iter=ica_max_iter)
+    return out
+
+
+def table1(results: dict):
+    """One row of Table 1 per pair (a DataFrame indexed by pair name) from :func:`measure`."""
+    import pandas as pd
+
+    rows = {}
+    for name, res in results.items():
+        row = dict(res.errors)
+        row.update(ica_efficiency=res.ica_efficiency, cka=res.cka, n_fit=res.n_fit,
+                   n_eval=res.n_eval, dim_a=res.dim_a, dim_b=res.dim_b)
+        if res.ica_components is not None:
+            row.update(components_a=res.ica_components[0], components_b=res.ica_components[1],
+                       variance_a=res.ica_variance[0], variance_b=res.ica_variance[1])
+        rows[name] = row
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
+def order_links(results: dict, *, seed: int = 0):
+    """Each link of perm >= ICA >= rigid >= linear decided per pair, by a bootstrap over
+    evaluation rows of the paired row errors (:func:`nearid.verdicts.paired_difference`).
+
+    Long DataFrame: pair, link ("perm > ICA", ...), higher, lower, estimate, low, high,
+    verdict, n, paper (the paper's difference for the same pair, or NaN).
+    """
+    import pandas as pd
+
+    from nearid.paper import TABLE1
+    from nearid.verdicts import paired_difference
+
+    records = []
+    for name, res in results.items():
+        for hi, lo in LINKS:
+            v = paired_difference(res.row_errors[hi], res.row_errors[lo], method="bootstrap", seed=seed)
+            paper = TABLE1[name][hi] - TABLE1[name][lo] if name in TABLE1 else float("nan")
+            records.append(dict(pair=name, link=LINK_NAMES[(hi, lo)], higher=hi, lower=lo,
+                                estimate=v.estimate, low=v.low, high=v.high, verdict=v.verdict,
+                                n=v.n, method=v.method, paper=paper))
+    return pd.DataFrame(records)
+
+
+def ordering_verdict(verdicts) -> str:
+    """The whole ordering for one pair: holds if every link holds, fails if any link fails."""
+    verdicts = list(verdicts)
+    if verdicts and all(v == "holds" for v in verdicts):
+        return "holds"
+    if any(v == "fails" for v in verdicts):
+        return "fails"
+    return "inconclusive"
+
+
+def order_claims(links, *, section: str = "ch04-verdict") -> dict[str, dict]:
+    """The chapter's verdict records (:func:`nearid.verdicts.claim`): one per link and per
+    pair that mirrors a row of the paper's Table 1."""
+    from nearid.paper import TABLE1, TABLE1_LABELS
+    from nearid.verdicts import Verdict, claim
+
+    out = {}
+    for r in links.itertuples():
+        if r.pair not in TABLE1:
+            continue
+        v = Verdict(r.estimate, r.low, r.high, r.verdict, int(r.n), r.method)
+        text = (f"{TABLE1_LABELS[r.pair]}: the {r.higher} map leaves a larger held-out error than the "
+                f"{r.lower} map (Table 1 ordering {r.link})")
+        out[f"order_{r.pair}_{r.higher}_{r.lower}"] = claim(
+            v, text, section=section, paper=float(r.paper), ours_label=PAIR_LABELS[r.pair])
+    return out
+
+
+def verdict_text(verdict: str, estimate: float, low: float, high: float) -> str:
+    """"holds: +0.021 [+0.015, +0.027]", a link's verdict as the chapter's tables print it."""
+    return f"{verdict}: {estimate:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
 def ordering_holds(row) -> bool:
-    """perm >= ica >= rigid >= linear, the ordering every row of the paper's Table 1 shows."""
+    """perm >= ica >= rigid >= linear between printed numbers (the paper's rows, which come
+    without per-row errors). Our pairs are decided by :func:`order_links`, not by this."""
     vals = [float(row[k]) for k in ORDER]
     return all(a >= b for a, b in zip(vals, vals[1:]))
+
+
+def paper_comparison(table) -> list[dict]:
+    """Every number of the paper's Table 1 that we also measure, ours beside the paper's."""
+    from nearid.paper import TABLE1, TABLE1_ICA_EFFICIENCY_PERCENT, TABLE1_LABELS
+
+    out = []
+    for name in table.index:
+        if name not in TABLE1:
+            continue
+        for fam in ORDER:
+            out.append({"table": "Table 1", "row": TABLE1_LABELS[name], "column": fam,
+                        "ours": float(table.loc[name, fam]), "paper": TABLE1[name][fam]})
+        out.append({"table": "Table 1", "row": TABLE1_LABELS[name], "column": "ICA efficiency",
+                    "ours": float(table.loc[name, "ica_efficiency"]),
+                    "paper": TABLE1_ICA_EFFICIENCY_PERCENT[name] / 100})
+    return out
 
 
 def beside_paper(ours):
@@ -302,3 +500,111 @@ def beside_paper(ours):
                 records.append({"pair": pair, "family": fam, "source": "paper",
                                 "error": TABLE1[pair][fam]})
     return pd.DataFrame(records)
+
+
+# --------------------------------------------------------------------------- sensitivity
+def component_sensitivity(pairs: dict[str, Pair], results: dict, grid, *, rule=0.95,
+                          fit_fraction: float = 0.5, seed: int = 0, ica_max_rows: int | None = None,
+                          ica_max_iter: int = 1000):
+    """ICA error and efficiency of every pair for each number of whitened components in
+    ``grid`` and for ``rule`` (the chapter's rule), on the same split as ``results``.
+
+    Only the ICA family is refitted; the permutation and rigid errors of the efficiency are
+    those of ``results``. A count above what a side allows (its rank, or one component per
+    ten fit rows) is capped by :func:`nearid.ica.choose_components`; the columns
+    ``components_a`` and ``components_b`` say what was used.
+    """
+    import pandas as pd
+    from threadpoolctl import threadpool_limits
+
+    from nearid.align import compare, ica_efficiency
+
+    records = []
+    for name, pair in pairs.items():
+        base = results[name]
+        settings = [*grid, rule]
+        for i, setting in enumerate(settings):
+            is_rule = i == len(settings) - 1
+            if is_rule:
+                res = base
+            else:
+                with threadpool_limits(limits=1):
+                    res = compare(pair.A, pair.B, fit_fraction=fit_fraction, seed=seed,
+                                  families=("ica",), ica_components=setting,
+                                  ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter)
+            ica = res.errors["ica"]
+            records.append(dict(
+                pair=name, setting="rule" if is_rule else str(setting), rule=is_rule,
+                components_a=res.ica_components[0], components_b=res.ica_components[1],
+                variance_a=res.ica_variance[0], variance_b=res.ica_variance[1], ica=ica,
+                ica_efficiency=ica_efficiency(base.errors["permutation"], base.errors["rigid"], ica)))
+    return pd.DataFrame(records)
+
+
+# --------------------------------------------------------------------------- scale trend
+def _efficiency_of_means(perm, ica, rigid) -> float:
+    gap = perm.mean() - rigid.mean()
+    return float((perm.mean() - ica.mean()) / gap) if abs(gap) > 1e-12 else float("nan")
+
+
+def fit_rows_trend(pair: Pair, fractions, *, fit_fraction: float = 0.5, seed: int = 0,
+                   ica_components: float | int | str | None = 0.95, ica_max_rows: int | None = None,
+                   ica_max_iter: int = 1000, n_boot: int = 1000):
+    """ICA efficiency against the number of fit rows, on one fixed evaluation split.
+
+    The rows are split once (seeded) into ``fit_fraction`` fit rows and evaluation rows;
+    the permutation, rigid and ICA maps are then fitted on the
+    first ``fraction`` of the fit rows for each fraction (nested subsets) and scored on the
+    same evaluation rows, so the sizes differ in nothing else. Returns (table, row errors):
+    the table has one row per fraction with the errors, the efficiency and its 95% bootstrap
+    interval over evaluation rows; the row errors {fraction: {family: array}} feed
+    :func:`trend_difference`.
+    """
+    import pandas as pd
+    from threadpoolctl import threadpool_limits
+
+    from nearid.align import check_pair, latent_diameter, make_alignment
+    from nearid.verdicts import bootstrap_statistic
+
+    A, B = check_pair(pair.A, pair.B)
+    n = A.shape[0]
+    n_fit = int(round(fit_fraction * n))
+    order = np.random.default_rng(seed).permutation(n)
+    fit_idx, eval_idx = order[:n_fit], order[n_fit:]
+    diameter = latent_diameter(B[eval_idx])
+    records, row_errors = [], {}
+    for frac in fractions:
+        rows = fit_idx[: max(3, int(round(frac * n_fit)))]
+        errs = {}
+        for family in ("permutation", "rigid", "ica"):
+            params = dict(n_components=ica_components, max_rows=ica_max_rows,
+                          max_iter=ica_max_iter) if family == "ica" else {}
+            with threadpool_limits(limits=1):
+                est = make_alignment(family, random_state=seed, **params).fit(A[rows], B[rows])
+                errs[family] = np.linalg.norm(est.transform(A[eval_idx]) - B[eval_idx], axis=1) / diameter
+            if family == "ica":
+                comps = (est.ica_A_.n_components_, est.ica_B_.n_components_)
+        v = bootstrap_statistic(_efficiency_of_means, errs["permutation"], errs["ica"], errs["rigid"],
+                                n_boot=n_boot, seed=seed)
+        row_errors[frac] = errs
+        records.append(dict(pair=pair.name, fraction=frac, fit_rows=len(rows),
+                            components_a=comps[0], components_b=comps[1],
+                            **{f: float(e.mean()) for f, e in errs.items()},
+                            ica_efficiency=v.estimate, low=v.low, high=v.high))
+    return pd.DataFrame(records), row_errors
+
+
+def trend_difference(row_errors: dict, *, seed: int = 0, n_boot: int = 1000):
+    """Efficiency with the most fit rows minus with the fewest, with a 95% bootstrap
+    interval over the shared evaluation rows (a :class:`nearid.verdicts.Verdict`: "holds"
+    = efficiency rises with the fit rows, "fails" = it falls)."""
+    from nearid.verdicts import bootstrap_statistic
+
+    lo, hi = min(row_errors), max(row_errors)
+    e_lo, e_hi = row_errors[lo], row_errors[hi]
+
+    def diff(p1, i1, r1, p2, i2, r2):
+        return _efficiency_of_means(p2, i2, r2) - _efficiency_of_means(p1, i1, r1)
+
+    return bootstrap_statistic(diff, e_lo["permutation"], e_lo["ica"], e_lo["rigid"],
+                               e_hi["permutation"], e_hi["ica"], e_hi["rigid"], n_boot=n_boot, seed=seed)

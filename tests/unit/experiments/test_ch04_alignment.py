@@ -1,12 +1,23 @@
-"""Model pairs for Table 1 on tiny inputs: shapes, pairing, determinism, table helpers."""
+"""Model pairs for Table 1 on tiny inputs: shapes, pairing, determinism, tasks, verdicts,
+sensitivity and the fit-rows trend on planted pairs."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+from nearid import ica
+from nearid.book.params import InvalidParameterError
+from nearid.book.profiles import resolve
 from nearid.experiments import ch04_alignment
-from nearid.paper import TABLE1
+from nearid.paper import TABLE1, TABLE1_LABELS
+from nearid.tasks import run_tasks
+from nearid.verdicts import VERDICTS
 
 torch.set_num_threads(1)
 TEXT = ("Now is the winter of our discontent made glorious summer by this sun of York.\n" * 60)
@@ -19,6 +30,16 @@ def images():
     ytr = np.arange(48) % 10
     Xev = torch.rand(12, 1, 28, 28, generator=g).numpy()
     return Xtr, ytr, Xev, np.arange(12) % 10
+
+
+def _language_tests():
+    """tests/unit/models/test_language.py as a module (its word-level tokenizer helper), found
+    by path, so that this file also runs on its own."""
+    path = Path(__file__).resolve().parents[1] / "models" / "test_language.py"
+    spec = importlib.util.spec_from_file_location("_ch04_language_tests", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_pair_rows_must_match():
@@ -40,6 +61,10 @@ def test_classifier_pairs(images):
     p = ch04_alignment.chexpert_pair(*images, feature_dim=8, epochs=1, batch_size=16)
     assert p.A.shape == p.B.shape == (12, 8)
     assert p.info["base"]["parameters"] > p.info["small"]["parameters"]
+    wide = ch04_alignment.chexpert_pair(*images, feature_dim=8, base_feature_dim=16, epochs=1,
+                                        batch_size=16, max_steps=2)
+    assert wide.A.shape == (12, 8) and wide.B.shape == (12, 16)
+    assert wide.info["base"]["feature_dim"] == 16 and wide.info["small"]["steps"] == 2
     assert 0 <= p.info["small"]["test_accuracy"] <= 1
     r = ch04_alignment.resnet18_pair(*images, epochs=1, batch_size=16)
     assert r.A.shape == r.B.shape == (12, 512)
@@ -52,7 +77,6 @@ def test_pythia_pair_trained_and_pretrained(tmp_path):
     assert p.A.shape == p.B.shape == (20, 16) and p.info["source"] == "trained"
     assert not np.allclose(p.A, p.B)  # different seeds
 
-    from test_language import _word_tokenizer
     from transformers import GPTNeoXForCausalLM
 
     from nearid.models.language import tiny_gpt_neox_config
@@ -63,7 +87,7 @@ def test_pythia_pair_trained_and_pretrained(tmp_path):
         cfg = tiny_gpt_neox_config(vocab_size=6, hidden_size=16, num_hidden_layers=2,
                                    num_attention_heads=2, max_position_embeddings=64)
         GPTNeoXForCausalLM(cfg).save_pretrained(tmp_path / f"s{seed}")
-        _word_tokenizer().save_pretrained(tmp_path / f"s{seed}")
+        _language_tests()._word_tokenizer().save_pretrained(tmp_path / f"s{seed}")
         folders.append(str(tmp_path / f"s{seed}"))
     q = ch04_alignment.pythia_pair("to be or not to be " * 40, context=8, eval_windows=2,
                                pretrained=folders)
@@ -72,22 +96,168 @@ def test_pythia_pair_trained_and_pretrained(tmp_path):
         ch04_alignment.pythia_pair(TEXT, pretrained=folders[:1])
 
 
-def test_table_helpers():
-    rng = np.random.default_rng(0)
-    A = rng.laplace(size=(300, 3))
-    pairs = {"mae": ch04_alignment.Pair("mae", A, A @ rng.normal(size=(3, 3)) + 0.05 * rng.normal(size=(300, 3)))}
-    t = ch04_alignment.table1(pairs, seed=0)
-    assert list(t.index) == ["mae"] and t.loc["mae", "n_fit"] == 150
-    assert t.loc["mae", "dim_a"] == 3
+
+# --------------------------------------------------------------------------- planted pairs
+def _planted(n=2000, d=8, noise=0.02, seed=0):
+    """Independent Laplace sources seen through two different invertible linear maps: the
+    linear family is near-perfect, ICA recovers the sources on both sides, a rigid map cannot
+    undo the non-orthogonal difference, and axis matching is worst."""
+    rng = np.random.default_rng(seed)
+    S = rng.laplace(size=(n, d))
+    M1 = rng.normal(size=(d, d))
+    M2 = rng.normal(size=(d, d))
+    return S @ M1, S @ M2 + noise * rng.normal(size=(n, d))
+
+
+@pytest.fixture(scope="module")
+def planted():
+    A, B = _planted()
+    rng = np.random.default_rng(1)
+    same = rng.laplace(size=(600, 4))
+    pairs = {"mae": ch04_alignment.Pair("mae", A, B),
+             "sentence_encoders": ch04_alignment.Pair("sentence_encoders", same, same.copy())}
+    return pairs, ch04_alignment.measure(pairs, seed=0, ica_components="all")
+
+
+def test_measure_and_table1(planted):
+    pairs, measured = planted
+    t = ch04_alignment.table1(measured)
+    assert list(t.index) == ["mae", "sentence_encoders"]
+    assert t.loc["mae", "n_fit"] == 1000 and t.loc["mae", "dim_a"] == 8
+    assert {"components_a", "components_b", "variance_a", "variance_b"} <= set(t.columns)
+    assert t.loc["mae", "linear"] < 0.01 < t.loc["mae", "rigid"]
+    assert t.loc["mae", "ica"] < t.loc["mae", "rigid"] < t.loc["mae", "permutation"]
     long = ch04_alignment.beside_paper(t)
-    assert set(long.source) == {"ours", "paper"} and len(long) == 8
+    assert set(long.source) == {"ours", "paper"} and len(long) == 4 * 2 + 4
     assert long[(long.source == "paper") & (long.family == "ica")].error.item() == TABLE1["mae"]["ica"]
+
+
+def test_order_links_decide_each_link_with_an_interval(planted):
+    _, measured = planted
+    links = ch04_alignment.order_links(measured, seed=0)
+    assert len(links) == 6 and set(links.verdict) <= set(VERDICTS)
+    mae = links[links.pair == "mae"].set_index("link")
+    assert mae.loc["perm > ICA", "verdict"] == "holds"
+    assert mae.loc["ICA > rigid", "verdict"] == "fails"  # ICA undoes the non-orthogonal map, rigid cannot
+    assert mae.loc["rigid > linear", "verdict"] == "holds"
+    assert (mae.low <= mae.estimate).all() and (mae.estimate <= mae.high).all()
+    assert mae.loc["perm > ICA", "paper"] == pytest.approx(TABLE1["mae"]["permutation"] - TABLE1["mae"]["ica"])
+    assert (mae.n == 1000).all()
+    same = links[links.pair == "sentence_encoders"]
+    assert math.isnan(same.paper.iloc[0])
+    assert (same[["estimate", "low", "high"]].abs() < 1e-9).all().all()  # identical embeddings
+    assert ch04_alignment.ordering_verdict(mae.verdict) == "fails"
+    assert ch04_alignment.ordering_verdict(["holds"] * 3) == "holds"
+    assert ch04_alignment.ordering_verdict(["holds", "inconclusive", "holds"]) == "inconclusive"
+    assert ch04_alignment.ordering_verdict([]) == "inconclusive"
+
+
+def test_order_claims_follow_the_contract(planted):
+    _, measured = planted
+    claims = ch04_alignment.order_claims(ch04_alignment.order_links(measured, seed=0))
+    assert set(claims) == {"order_mae_permutation_ica", "order_mae_ica_rigid", "order_mae_rigid_linear"}
+    for rec in claims.values():
+        assert {"claim", "estimate", "low", "high", "verdict", "n", "method", "threshold", "paper",
+                "section", "ours_label"} <= set(rec)
+        assert rec["section"] == "ch04-verdict" and rec["method"] == "bootstrap"
+        assert TABLE1_LABELS["mae"] in rec["claim"] and isinstance(rec["paper"], float)
+    json.dumps(claims)
+
+
+def test_paper_comparison_and_verdict_text(planted):
+    _, measured = planted
+    rows = ch04_alignment.paper_comparison(ch04_alignment.table1(measured))
+    assert len(rows) == 5  # four families and the efficiency of the one paper-like pair
+    assert {r["column"] for r in rows} == {"permutation", "ica", "rigid", "linear", "ICA efficiency"}
+    assert all(r["table"] == "Table 1" and r["row"] == TABLE1_LABELS["mae"] for r in rows)
+    eff = next(r for r in rows if r["column"] == "ICA efficiency")
+    assert eff["paper"] == pytest.approx(0.59)
+    assert ch04_alignment.verdict_text("holds", 0.0213, 0.0151, 0.0274) == "holds: +0.021 [+0.015, +0.027]"
     for row in TABLE1.values():
-        assert ch04_alignment.ordering_holds(row)  # the paper's rows all satisfy it
+        assert ch04_alignment.ordering_holds(row)  # the paper's printed rows all satisfy it
     assert not ch04_alignment.ordering_holds({"permutation": 0.1, "ica": 0.2, "rigid": 0.05, "linear": 0.0})
     assert ch04_alignment.ordering_holds(pd.Series({"permutation": 0.3, "ica": 0.2, "rigid": 0.2, "linear": 0.1}))
 
 
-def test_build_pairs_rejects_unknown():
+def test_component_sensitivity(planted):
+    pairs, measured = planted
+    sens = ch04_alignment.component_sensitivity(pairs, measured, [2, 4, 64], rule="all", seed=0)
+    assert len(sens) == 2 * 4 and sens.rule.sum() == 2
+    mae = sens[sens.pair == "mae"].set_index("setting")
+    assert list(mae.index) == ["2", "4", "64", "rule"]
+    assert mae.loc["2", "components_a"] == 2 and mae.loc["64", "components_a"] == 8  # capped at the rank
+    assert mae.loc["rule", "ica"] == measured["mae"].errors["ica"]
+    assert mae.loc["2", "variance_a"] < mae.loc["64", "variance_a"] == pytest.approx(1.0)
+    # all 8 sources: ICA recovers them and closes most of the gap; 2 of 8 cannot
+    assert mae.loc["64", "ica_efficiency"] > 0.8 > mae.loc["2", "ica_efficiency"]
+
+
+def test_fit_rows_trend(planted):
+    pairs, _ = planted
+    table, rows = ch04_alignment.fit_rows_trend(pairs["mae"], [0.05, 0.2, 1.0], seed=0, n_boot=200,
+                                                ica_components="all")
+    assert list(table.fit_rows) == [50, 200, 1000]
+    assert list(table.components_a) == [5, 8, 8]  # one component per ten rows, then the rank
+    assert (table.low <= table.ica_efficiency).all() and (table.ica_efficiency <= table.high).all()
+    assert set(rows) == {0.05, 0.2, 1.0} and all(len(r["ica"]) == 1000 for r in rows.values())
+    v = ch04_alignment.trend_difference(rows, seed=0, n_boot=200)
+    assert v.verdict == "holds" and v.estimate > 0  # more rows: more components, better ICA
+    assert v.estimate == pytest.approx(table.ica_efficiency.iloc[-1] - table.ica_efficiency.iloc[0])
+
+
+# --------------------------------------------------------------------------- tasks and parameters
+def test_plan_has_one_task_per_pair_with_steps_and_dry_run():
+    P = resolve("04", "quick")
+    tasks = ch04_alignment.plan(P)
+    assert [t.kwargs["pair"] for t in tasks] == P.pairs
+    assert all(t.kind == f"ch04:{t.kwargs['pair']}" and t.label for t in tasks)
+    json.dumps([t.kwargs for t in tasks])  # plain values: they are the cache key
+    by = {t.kwargs["pair"]: t for t in tasks}
+    assert by["resnet18"].steps == 2 * 3 * math.ceil(6000 / 128)
+    assert by["pythia"].steps == 2 * 2 * math.ceil(4000 / 32)
+    assert by["sentence_encoders"].steps == 0 and not by["sentence_encoders"].gpu and by["mae"].gpu
+    assert all(t.kwargs["max_steps"] is None for t in tasks)
+    dry = {t.kwargs["pair"]: t for t in ch04_alignment.plan(resolve("04", "full", {"dry_run": True}))}
+    assert all(t.kwargs["max_steps"] == 2 for t in dry.values())
+    assert dry["mae"].steps == 4 and dry["resnet18"].kwargs["n_eval"] == ch04_alignment.DRY_RUN_EVAL
+    assert dry["pythia"].kwargs["eval_windows"] == ch04_alignment.DRY_RUN_EVAL
+    assert dry["resnet18"].kwargs["stem_stride"] == 1  # the full shapes, only fewer steps and rows
     with pytest.raises(ValueError, match="unknown pairs"):
-        ch04_alignment.build_pairs({"pairs": ["gpt4"], "seed": 0})
+        ch04_alignment.plan({"pairs": ["gpt4"], "seed": 0})
+
+
+def test_embed_pair_task_runs_and_is_deterministic(mnist_root):
+    P = resolve("04", "smoke", {"pairs": ["chexpert"], "mnist_train": 64, "resnet_train": 64, "mnist_eval": 40,
+                                "clf_base_feature_dim": 24})
+    tasks = ch04_alignment.plan(P)
+    first = run_tasks(tasks, executor="inprocess", log=None)
+    again = run_tasks(tasks, executor="inprocess", log=None)
+    np.testing.assert_array_equal(first[0]["A"], again[0]["A"])
+    pairs = ch04_alignment.collect_pairs(tasks, first)
+    assert pairs["chexpert"].A.shape == (40, 16) and pairs["chexpert"].B.shape == (40, 24)
+    assert "chexpert: A 16-d, B 24-d, 40 rows" in ch04_alignment.describe(pairs["chexpert"])
+    with pytest.raises(ValueError, match="unknown pair"):
+        ch04_alignment.embed_pair(pair="gpt4")
+
+
+def test_pythia_task_without_checkpoints_trains_and_says_so(mnist_root):
+    out = ch04_alignment.embed_pair(pair="pythia", hidden=8, layers=1, context=8, train_windows=8,
+                                    epochs=1, lr=1e-3, eval_windows=20, pretrained=["no/such/dir", "nor/this"],
+                                    max_steps=1)
+    assert out["A"].shape == (20, 8) and out["info"]["source"] == "trained"
+    assert "not found" in out["info"]["note"] and out["info"]["seed0"]["steps"] == 1
+
+
+def test_profile_parameters():
+    assert resolve("04", "quick").ica_components == ica.DEFAULT_COMPONENTS  # the library's rule
+    for value, expected in ((0.5, 0.5), (16, 16), ("all", "all"), (1.0, 1.0)):
+        got = resolve("04", "smoke", {"ica_components": value}).ica_components
+        assert got == expected and type(got) is type(expected)
+    for bad in (0, 1.5, "some", True, -3, [4]):
+        with pytest.raises(InvalidParameterError, match="ica_components"):
+            resolve("04", "smoke", {"ica_components": bad})
+    with pytest.raises(InvalidParameterError, match="held-out Shakespeare"):
+        resolve("04", "quick", {"lm_eval_windows": 9000, "lm_context": 64})
+    with pytest.raises(InvalidParameterError, match="trend_fractions"):
+        resolve("04", "quick", {"trend_fractions": [0.0, 1.0]})
+    assert resolve("04", "quick", {"executor": "dask"}).executor == "dask"

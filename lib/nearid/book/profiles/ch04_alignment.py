@@ -2,8 +2,32 @@
 
 from __future__ import annotations
 
-from nearid.book.params import DEVICE, POSITIVE, POSITIVE_INT, SEED, Interval, ListOf, Options, Rule, Text
-from nearid.book.profiles.shared import MNIST_TEST, MNIST_TRAIN
+import numbers
+
+from nearid.book.params import (DEVICE, POSITIVE, POSITIVE_INT, SEED, Constraint, Interval, ListOf, Options,
+                                Rule, Text)
+from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, MNIST_TEST, MNIST_TRAIN, SCHEDULER
+
+
+class ComponentsRule(Constraint):
+    """How many whitened components ICA keeps (nearid.ica.choose_components): a share of the
+    fit rows' variance in (0, 1] (a float), a count >= 1 (an int) or "all"."""
+
+    def check(self, name, value):
+        if value == "all" and isinstance(value, str):
+            return value
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            self.fail(name, value)
+        if isinstance(value, numbers.Integral):
+            if value < 1:
+                self.fail(name, value)
+            return int(value)
+        if not 0 < float(value) <= 1:
+            self.fail(name, value)
+        return float(value)
+
+    def describe(self) -> str:
+        return 'a share of the variance in (0, 1] (a float), a count >= 1 (an int), or "all"'
 
 
 def _pairs() -> tuple[str, ...]:
@@ -13,6 +37,11 @@ def _pairs() -> tuple[str, ...]:
 
 # pythia_paths: [] = train two tiny GPT-NeoX; two local checkpoint folders = load them
 # (full lists where real Pythia-160M seeds would live; missing folders -> tiny models).
+# clf_feature_dim / clf_base_feature_dim: feature-layer width of the small / base classifier.
+# ica_components: the whitening rule (the library's, nearid.ica.DEFAULT_COMPONENTS);
+# ica_grid: the numbers of whitened components of the sensitivity figure, declared up front;
+# trend_fractions: shares of the fit rows of the scale trend (ICA efficiency vs fit rows).
+# executor / scheduler / dry_run: where the pair tasks run, and the full-shape dry run.
 PROFILES = {
     "smoke": dict(seed=0, device="auto", pairs=["pythia", "mae", "chexpert", "resnet18",
                                                 "sentence_encoders"],
@@ -20,23 +49,34 @@ PROFILES = {
                   lr=1e-3, mae_embed_dim=16, mae_depth=1, mae_epochs=1, clf_feature_dim=16,
                   clf_epochs=1, resnet_train=128, resnet_epochs=1, resnet_stem_stride=2,
                   lm_hidden=16, lm_layers=2, lm_context=16, lm_train_windows=64,
-                  lm_epochs=1, lm_eval_windows=120, pythia_paths=[], sentences=800),
+                  lm_epochs=1, lm_eval_windows=120, pythia_paths=[], sentences=800,
+                  clf_base_feature_dim=16,
+                  ica_components=0.95, ica_grid=[4, 8, 16, 32, 64],
+                  trend_fractions=[0.125, 0.25, 0.5, 1.0],
+                  executor="auto", scheduler="", dry_run=False),
     "quick": dict(seed=0, device="auto", pairs=["pythia", "mae", "chexpert", "resnet18",
                                                 "sentence_encoders"],
                   fit_fraction=0.5, mnist_train=10000, mnist_eval=4000, batch_size=128,
                   lr=1e-3, mae_embed_dim=64, mae_depth=4, mae_epochs=5, clf_feature_dim=64,
                   clf_epochs=3, resnet_train=6000, resnet_epochs=3, resnet_stem_stride=2,
                   lm_hidden=64, lm_layers=4, lm_context=64, lm_train_windows=4000,
-                  lm_epochs=2, lm_eval_windows=1000, pythia_paths=[], sentences=2400),
+                  lm_epochs=2, lm_eval_windows=1000, pythia_paths=[], sentences=2400,
+                  clf_base_feature_dim=64,
+                  ica_components=0.95, ica_grid=[4, 8, 16, 32, 64],
+                  trend_fractions=[0.125, 0.25, 0.5, 1.0],
+                  executor="auto", scheduler="", dry_run=False),
     "full": dict(seed=0, device="auto", pairs=["pythia", "mae", "chexpert", "resnet18",
                                                "sentence_encoders"],
                  fit_fraction=0.5, mnist_train=60000, mnist_eval=10000, batch_size=256,
                  lr=1e-3, mae_embed_dim=192, mae_depth=8, mae_epochs=50, clf_feature_dim=256,
                  clf_epochs=20, resnet_train=60000, resnet_epochs=20, resnet_stem_stride=1,
                  lm_hidden=256, lm_layers=6, lm_context=128, lm_train_windows=200000,
-                 lm_epochs=2, lm_eval_windows=5000,
+                 lm_epochs=2, lm_eval_windows=3000,
                  pythia_paths=["data/pythia/pythia-160m-seed0", "data/pythia/pythia-160m-seed1"],
-                 sentences=5000),
+                 sentences=5000, clf_base_feature_dim=256,
+                 ica_components=0.95, ica_grid=[4, 8, 16, 32, 64],
+                 trend_fractions=[0.125, 0.25, 0.5, 1.0],
+                 executor="auto", scheduler="", dry_run=False),
 }
 
 CONSTRAINTS = dict(
@@ -49,10 +89,19 @@ CONSTRAINTS = dict(
     resnet_stem_stride=Options((1, 2)), lm_hidden=Interval(int, 8), lm_layers=POSITIVE_INT,
     lm_context=Interval(int, 4), lm_train_windows=POSITIVE_INT, lm_epochs=POSITIVE_INT,
     lm_eval_windows=Interval(int, 20), pythia_paths=ListOf(Text(empty=False), lengths=(0, 2)),
-    sentences=Interval(int, 20),
+    sentences=Interval(int, 20), clf_base_feature_dim=Interval(int, 2),
+    ica_components=ComponentsRule(), ica_grid=ListOf(Interval(int, 1), unique=True),
+    trend_fractions=ListOf(Interval(float, 0, 1, closed="right"), min_len=2, unique=True),
+    executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
 )
 
+SHAKESPEARE_EVAL_BYTES = 495_000  # about the last 10% of the provisioned Shakespeare text, held out
+
 RULES = [
+    Rule(("lm_eval_windows", "lm_context"),
+         lambda p: p["lm_eval_windows"] * p["lm_context"] <= SHAKESPEARE_EVAL_BYTES,
+         f"lm_eval_windows * lm_context must not exceed the {SHAKESPEARE_EVAL_BYTES} bytes of "
+         "held-out Shakespeare text (the windows do not overlap)"),
     Rule(("resnet_train", "mnist_train"), lambda p: p["resnet_train"] <= p["mnist_train"],
          "resnet_train must not exceed mnist_train (the ResNet trains on a subset of the MNIST images)"),
     Rule(("mae_embed_dim",), lambda p: p["mae_embed_dim"] % 4 == 0,
