@@ -196,3 +196,23 @@ def test_bad_values_exit_at_once_and_write_nothing(scratch_root, argv, message):
     assert message in proc.stderr and proc.stdout == ""
     assert seconds < 10
     assert sorted(p.name for p in scratch_root.iterdir()) == ["lib", "notebooks"], "nothing may be written"
+
+
+def test_ctrl_c_in_a_parallel_book_stops_every_chapter(scratch_root):
+    """Ctrl-C in a terminal signals the whole foreground process group: the runner and its
+    chapter processes (kernels have sessions of their own). All stop, one line, exit 130."""
+    proc = subprocess.Popen([NEARID, "book", "--profile", "smoke", "--only", "01", "02", "--force",
+                             "--no-build", "--jobs", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=scratch_root, env=_env(NEARID_ROOT=str(scratch_root)),
+                            start_new_session=True)
+    kernels = _until(lambda: len(_kernels(proc.pid)) == 2 and _kernels(proc.pid), 180)
+    _until(lambda: len(list((scratch_root / "book" / "executed").glob(".*.running.ipynb"))) == 2, 120)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 130
+    lines = [line for line in stderr.splitlines() if line.strip() and "[IPKernelApp]" not in line
+             and not line.startswith("chapters (smoke)")]
+    assert lines == ["nearid book: interrupted; the last good output is kept"], stderr
+    assert "Traceback" not in stderr
+    assert not list((scratch_root / "book" / "executed").glob(".*running*"))
+    assert all(_until(lambda: _gone(k), 5) for k in kernels)
