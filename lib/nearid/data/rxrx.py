@@ -42,6 +42,30 @@ def _exists(path) -> None:
                                 "(recursionpharma/rxrx3-core) and pass their paths")
 
 
+PICKLED_EXTENSION = b"arrow.py_extension_type"  # pyarrow's old extension type: a pickled Python object
+
+
+def refuse_pickled_columns(path: str | os.PathLike) -> None:
+    """Raise :class:`SchemaError` if a Parquet file declares a column of pyarrow's pickle-based
+    extension type, before anything reads its values.
+
+    pyarrow before 14.0.1 unpickled such a column's type on read (CVE-2023-47248), running
+    whatever the file's author put there. The lock pins a pyarrow that never unpickles it
+    (it hands back the raw column with the pickle as metadata); this check then refuses the
+    file outright instead of reading half of it.
+    """
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+    except Exception as exc:  # not Parquet at all: say so plainly
+        raise SchemaError(f"{path} is not a Parquet file ({type(exc).__name__}: {exc})") from None
+    for fld in schema:
+        if (fld.metadata or {}).get(b"ARROW:extension:name") == PICKLED_EXTENSION:
+            raise SchemaError(f"{path}: column {fld.name!r} holds pickled Python objects "
+                              f"({PICKLED_EXTENSION.decode()}); refusing to read it")
+
+
 def check_metadata(meta: pd.DataFrame) -> pd.DataFrame:
     """Raise :class:`SchemaError` unless ``meta`` has the RxRx3-core metadata columns."""
     missing = [c for c in REQUIRED_METADATA if c not in meta.columns]
@@ -97,6 +121,7 @@ def load_rxrx3_core(embeddings_path: str | os.PathLike, metadata_path: str | os.
     if batch_column not in meta.columns:
         raise SchemaError(f"batch_column {batch_column!r} is not a metadata column; "
                           f"valid: {list(meta.columns)}")
+    refuse_pickled_columns(embeddings_path)
     emb = pd.read_parquet(embeddings_path)
     feats = check_embeddings(emb, dim)
     emb = emb.groupby("well_id", sort=False)[feats].mean()

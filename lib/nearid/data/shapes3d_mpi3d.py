@@ -10,6 +10,9 @@ run chapter 05 on them:
   uint8 in the grid's C order, so the factor indices follow from the row number and the
   MPI3D-real-complex grid.
 
+Neither reader ever unpickles: ``np.load(allow_pickle=False)`` refuses object arrays and
+pickle files, and HDF5 holds plain arrays.
+
 ``n`` with ``seed`` reads a random subset (sorted, because h5py reads sorted indices fast).
 """
 
@@ -52,7 +55,11 @@ def load_shapes3d_h5(path: str | os.PathLike, n: int | None = None,
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist (3dshapes.h5 from DeepMind's bucket)")
-    with h5py.File(path, "r") as fh:
+    try:
+        fh = h5py.File(path, "r")  # HDF5 holds arrays, never pickled objects
+    except OSError as exc:
+        raise ValueError(f"{path} is not an HDF5 file ({exc})") from None
+    with fh:
         for key in ("images", "labels"):
             if key not in fh:
                 raise ValueError(f"{path}: no dataset {key!r}; found {sorted(fh.keys())}")
@@ -83,10 +90,19 @@ def load_mpi3d_npz(path: str | os.PathLike, n: int | None = None, seed: int = 0,
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist (an MPI3D .npz file)")
-    with np.load(path) as data:
+    try:  # allow_pickle=False: a downloaded file never gets to run code (object arrays refused)
+        data = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise ValueError(f"{path} is not an .npz archive of plain arrays ({exc})") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path} is a single .npy array, not an .npz archive with an 'images' array")
+    with data:
         if "images" not in data:
             raise ValueError(f"{path}: no array 'images'; found {sorted(data.files)}")
-        images = data["images"]
+        try:
+            images = data["images"]
+        except ValueError as exc:  # an object (pickled) array
+            raise ValueError(f"{path}: 'images' is not a plain array ({exc})") from None
     _check_images(images, str(path))
     total = int(np.prod(sizes))
     if len(images) != total:

