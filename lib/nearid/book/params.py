@@ -199,6 +199,27 @@ class Mapping(Constraint):
         return f"a dict whose keys are {self.keys.describe()} and whose values are dicts"
 
 
+class ComponentRule(Constraint):
+    """How many whitened components to keep (nearid.ica.choose_components): a share of the
+    fit rows' variance in (0, 1] (a float), a count >= 1 (an int) or "all"."""
+
+    def check(self, name, value):
+        if isinstance(value, str) and value == "all":
+            return value
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            self.fail(name, value)
+        if isinstance(value, numbers.Integral):
+            if value < 1:
+                self.fail(name, value)
+            return int(value)
+        if not 0 < float(value) <= 1:
+            self.fail(name, value)
+        return float(value)
+
+    def describe(self) -> str:
+        return 'a share of the variance in (0, 1] (a float), a count >= 1 (an int), or "all"'
+
+
 @dataclass(frozen=True)
 class Rule:
     """A check across parameters: ``holds(params)`` must be true; ``message`` says what is needed."""

@@ -129,7 +129,7 @@ def model_tasks(P, *, deltas=None, weight_decay: float | None = None, sources: s
                           hidden=P["hidden"], ica_components=P["ica_components"],
                           ica_max_iter=DRY_RUN_ICA_ITER if dry else ICA_MAX_ITER, device=P["device"],
                           max_steps=DRY_RUN_STEPS if dry else None)
-            tasks.append(Task(train_isometric, kwargs, kind=MODEL_KIND, gpu=P["device"] == "cuda",
+            tasks.append(Task(train_isometric, kwargs, kind=MODEL_KIND, gpu=P["device"] != "cpu",
                               label=f"delta={delta:.2f} seed={s} weight_decay={weight_decay:g} {sources}",
                               steps=_steps(P["n_train"], P["batch_size"], P["epochs"], dry)))
     return tasks
@@ -143,7 +143,7 @@ def blob_task(P) -> Task:
                   epochs=P["image_epochs"], hidden=P["hidden"], lr=P["lr"], weight_decay=P["weight_decay"],
                   batch_size=P["batch_size"], seed=P["seed"], device=P["device"],
                   max_steps=DRY_RUN_STEPS if dry else None)
-    return Task(train_blob, kwargs, kind=BLOB_KIND, gpu=P["device"] == "cuda",
+    return Task(train_blob, kwargs, kind=BLOB_KIND, gpu=P["device"] != "cpu",
                 label=f"blob {P['image_size']}px", steps=_steps(P["n_train"], P["batch_size"], P["image_epochs"], dry))
 
 

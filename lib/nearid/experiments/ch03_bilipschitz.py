@@ -245,7 +245,7 @@ class BiLipschitzSweep:
             where = "all digits" if digit is None else f"digit {digit}"
             kind = "ch03 autoencoder" + ("" if digit is None else " (one digit)")
             label = f"ch03 {where}, n_train {self.n_train}, alpha {alpha:g}, weight decay {wd:g}, seed {self.seed + k}"
-            out.append(Task(train_and_measure, kwargs, kind=kind, label=label, gpu=str(self.device) == "cuda",
+            out.append(Task(train_and_measure, kwargs, kind=kind, label=label, gpu=str(self.device) != "cpu",
                             steps=steps))
         return out
 

@@ -337,7 +337,7 @@ def plan(P) -> list[Task]:
         kw = dict(pair=name, seed=P["seed"], device=P["device"],
                   max_steps=DRY_RUN_STEPS if P.get("dry_run", False) else None, **settings)
         n_rows = settings.get("n_eval") or settings.get("eval_windows") or settings.get("n_sentences")
-        tasks.append(Task(embed_pair, kw, kind=f"ch04:{name}", gpu=name != "sentence_encoders",
+        tasks.append(Task(embed_pair, kw, kind=f"ch04:{name}", gpu=name != "sentence_encoders" and P["device"] != "cpu",
                           label=f"{name}: {PAIR_LABELS[name]}, {n_rows} held-out inputs embedded",
                           steps=_steps(P, name)))
     return tasks

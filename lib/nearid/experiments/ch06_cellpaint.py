@@ -612,7 +612,7 @@ def plan(P) -> list[Task]:
     return [Task(screen_embeddings,
                  dict(simulator=sim, mae=mae, seed=P.seed, device=P.device,
                       max_steps=DRY_RUN_STEPS if P.get("dry_run") else None),
-                 kind="mae", gpu=True, steps=steps,
+                 kind="mae", gpu=P.device != "cpu", steps=steps,
                  label=f"MAE ({P.embed_dim}-d, depth {P.depth}) trained on {n_cells(sim)} cells "
                        f"of {P.image_size} px and {sim['n_batches']} batches; wells embedded")]
 

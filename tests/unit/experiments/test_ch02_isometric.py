@@ -30,7 +30,9 @@ def test_plan_lists_sweep_ablation_blob_and_trend_seeds(P):
     assert len(ch02.plan(resolve("02", "smoke", {**TINY, "seeds": 4}))) == 4 * 2 + 4 + 1  # never below seeds
     assert all(t.kwargs["max_steps"] is None for t in tasks)
     assert tasks[0].steps == 2 * 4  # epochs * ceil(200 / 64)
-    assert all(not t.gpu for t in tasks)  # device "auto" asks a cluster for no GPU
+    # device "auto" may use a GPU: on a Dask cluster it asks for one (dropped when no worker has one)
+    assert all(t.gpu for t in tasks)
+    assert not any(t.gpu for t in ch02.plan(resolve("02", "smoke", {**TINY, "device": "cpu"})))
     assert all(t.kwargs["sources"] == "uniform" for t in tasks[:6])
 
 

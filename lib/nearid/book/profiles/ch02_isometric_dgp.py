@@ -8,7 +8,7 @@ from nearid.book.params import (
     POSITIVE,
     POSITIVE_INT,
     SEED,
-    Constraint,
+    ComponentRule,
     Interval,
     ListOf,
     Rule,
@@ -44,24 +44,6 @@ def _source_kind(kind: str) -> None:
     sample_sources(kind, 1, 1, np.random.default_rng(0))
 
 
-class IcaComponents(Constraint):
-    """The whitening rule of nearid.ica.choose_components: a share in (0, 1], an int >= 1 or "all"."""
-
-    def check(self, name, value):
-        if value == "all":
-            return value
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(name, value)
-        if isinstance(value, int) and value >= 1:
-            return value
-        if isinstance(value, float) and 0 < value <= 1:
-            return value
-        self.fail(name, value)
-
-    def describe(self) -> str:
-        return '"all", an int >= 1 (components kept) or a number in (0, 1] (share of variance kept)'
-
-
 CONSTRAINTS = dict(
     seed=SEED, seeds=Interval(int, 2), trend_seeds=Interval(int, 2),
     deltas=ListOf(Interval(float, 0, 1, closed="left"), unique=True),
@@ -70,7 +52,7 @@ CONSTRAINTS = dict(
     weight_decay=NON_NEGATIVE, hidden=POSITIVE_INT, image_size=Interval(int, 8),
     image_epochs=POSITIVE_INT,
     sources=Text(_source_kind, "'uniform', 'laplace', 'gaussian' or 'gennorm_<beta>' with beta > 0"),
-    ica_components=IcaComponents(), device=DEVICE, executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
+    ica_components=ComponentRule(), device=DEVICE, executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
 )
 
 RULES = [

@@ -2,32 +2,9 @@
 
 from __future__ import annotations
 
-import numbers
-
-from nearid.book.params import (DEVICE, POSITIVE, POSITIVE_INT, SEED, Constraint, Interval, ListOf, Options,
+from nearid.book.params import (DEVICE, POSITIVE, POSITIVE_INT, SEED, ComponentRule, Interval, ListOf, Options,
                                 Rule, Text)
 from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, MNIST_TEST, MNIST_TRAIN, SCHEDULER
-
-
-class ComponentsRule(Constraint):
-    """How many whitened components ICA keeps (nearid.ica.choose_components): a share of the
-    fit rows' variance in (0, 1] (a float), a count >= 1 (an int) or "all"."""
-
-    def check(self, name, value):
-        if value == "all" and isinstance(value, str):
-            return value
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            self.fail(name, value)
-        if isinstance(value, numbers.Integral):
-            if value < 1:
-                self.fail(name, value)
-            return int(value)
-        if not 0 < float(value) <= 1:
-            self.fail(name, value)
-        return float(value)
-
-    def describe(self) -> str:
-        return 'a share of the variance in (0, 1] (a float), a count >= 1 (an int), or "all"'
 
 
 def _pairs() -> tuple[str, ...]:
@@ -90,7 +67,7 @@ CONSTRAINTS = dict(
     lm_context=Interval(int, 4), lm_train_windows=POSITIVE_INT, lm_epochs=POSITIVE_INT,
     lm_eval_windows=Interval(int, 20), pythia_paths=ListOf(Text(empty=False), lengths=(0, 2)),
     sentences=Interval(int, 20), clf_base_feature_dim=Interval(int, 2),
-    ica_components=ComponentsRule(), ica_grid=ListOf(Interval(int, 1), unique=True),
+    ica_components=ComponentRule(), ica_grid=ListOf(Interval(int, 1), unique=True),
     trend_fractions=ListOf(Interval(float, 0, 1, closed="right"), min_len=2, unique=True),
     executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
 )

@@ -2,32 +2,9 @@
 
 from __future__ import annotations
 
-import numbers
-
-from nearid.book.params import (DEVICE, NON_NEGATIVE, POSITIVE, POSITIVE_INT, SEED, Constraint, FileOrEmpty,
+from nearid.book.params import (DEVICE, NON_NEGATIVE, POSITIVE, POSITIVE_INT, SEED, ComponentRule, FileOrEmpty,
                                 Interval, ListOf, Options, Rule, Text)
 from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCHEDULER
-
-
-class ComponentRule(Constraint):
-    """The whitening rule of nearid.ica.choose_components: a share of the control wells'
-    variance in (0, 1], a number of components >= 1, or "all"."""
-
-    def check(self, name, value):
-        if value == "all" and isinstance(value, str):
-            return value
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            self.fail(name, value)
-        if isinstance(value, numbers.Integral):
-            if value < 1:
-                self.fail(name, value)
-            return int(value)
-        if not 0 < value <= 1:
-            self.fail(name, value)
-        return float(value)
-
-    def describe(self) -> str:
-        return 'a share of the variance in (0, 1], a number of components >= 1, or "all"'
 
 
 # n_components: the library's rule (0.95 of the control wells' variance), at most one
