@@ -176,12 +176,12 @@ def _child(kind: str, a: str, b: str, out: str) -> None:
         t2 = time.perf_counter()
         res = {"gather_seconds": t1 - t0, "arithmetic_seconds": t2 - t1}
     elif kind == "api":
-        from nearid.align import compare
+        from nearid.align import ICA_MAX_ITER, ICA_MAX_ROWS, compare
 
         A = np.load(a, mmap_mode="r")
         B = np.load(b, mmap_mode="r")
         t0 = time.perf_counter()
-        r = compare(A, B)
+        r = compare(A, B, ica_max_rows=ICA_MAX_ROWS, ica_max_iter=ICA_MAX_ITER)  # as `nearid align`
         res = {"compute_seconds": time.perf_counter() - t0, "result": r.to_dict(), "dtype": r.dtype,
                "stages": r.timings}
     elif kind == "plain":

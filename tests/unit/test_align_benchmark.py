@@ -34,8 +34,8 @@ def test_split_is_the_one_compare_uses(bench, pair):
 
 def test_plain_pipeline_agrees_with_compare(bench, pair):
     A, B = pair
-    ours = align.compare(A, B)
-    plain = bench.plain_pipeline(A, B)
+    ours = align.compare(A, B, ica_max_rows=align.ICA_MAX_ROWS, ica_max_iter=align.ICA_MAX_ITER)  # as the CLI
+    plain = bench.plain_pipeline(A, B, ica_max_rows=align.ICA_MAX_ROWS, ica_max_iter=align.ICA_MAX_ITER)
     assert ours.ica_converged == (True, True)
     assert plain["ica_components"] == list(ours.ica_components)
     for key in ("permutation", "rigid", "linear", "ica"):

@@ -42,7 +42,7 @@ def test_each_cell_is_compare_of_that_pair(metric):
     df = align.compare_layers(A, B, metric=metric, seed=2)
     for a, XA in A.items():
         for b, XB in B.items():
-            res = align.compare(XA, XB, seed=2)
+            res = align.compare(XA, XB, seed=2, ica_max_rows=align.ICA_MAX_ROWS, ica_max_iter=align.ICA_MAX_ITER)
             want = res.cka if metric == "cka" else res.errors[metric]
             assert df.loc[a, b] == pytest.approx(want, abs=1e-6), (metric, a, b)
     if metric == "cka":

@@ -151,8 +151,9 @@ def _layers_text(df) -> str:
 
     a = df.attrs
     how = "lower = more alike" if a["lower_is_better"] else "higher = more alike"
-    head = (f"{METRIC_LABELS.get(a['metric'], a['metric'])} ({how}); rows: A's layers, columns: B's; "
+    rows = (f"computed on the {a['n_fit']} fit rows" if a["metric"] == "cka" else
             f"fitted on {a['n_fit']} rows, evaluated on {a['n_eval']} held-out rows")
+    head = f"{METRIC_LABELS.get(a['metric'], a['metric'])} ({how}); rows: A's layers, columns: B's; {rows}"
     return head + "\n" + df.to_string(float_format=lambda v: f"{v:.3f}")
 
 
@@ -191,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(to_jsonable({k: res.get(k) for k in JSON_KEYS})))
     else:
         print(format_alignment_table(res))
+        print(f"({res['seconds']:.1f} s; cross-products in {res['dtype']})")
     return 0
 
 
