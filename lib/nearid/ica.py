@@ -105,8 +105,9 @@ def ica_rows(n_rows: int, max_rows: int | None, random_state: int | None) -> np.
 def _sign_convention(components: np.ndarray) -> np.ndarray:
     """Flip each principal axis (a column) so that its largest entry is positive.
 
-    SVD and eigh return axes with arbitrary signs; one convention makes the whitened
-    coordinates, and so FastICA's start, the same whichever routine computed them."""
+    eigh returns axes with arbitrary signs (they depend on the LAPACK build); a fixed
+    convention makes the whitened coordinates, and so FastICA's start, deterministic.
+    (:meth:`Whitener.fit` keeps the SVD's own signs, so its results are unchanged.)"""
     pick = np.abs(components).argmax(0)
     signs = np.sign(components[pick, np.arange(components.shape[1])])
     signs[signs == 0] = 1.0
@@ -173,7 +174,7 @@ class Whitener(TransformerMixin, BaseEstimator):
         _, s, Vt = np.linalg.svd(Xc, full_matrices=False)
         var = s ** 2 / (n - 1)
         nonzero = var > var[0] * max(Xc.shape) * np.finfo(np.float64).eps
-        return self._set(mean, var[nonzero], _sign_convention(Vt[nonzero].T), n, keep, duplicates)
+        return self._set(mean, var[nonzero], Vt[nonzero].T, n, keep, duplicates)
 
     @classmethod
     def from_moments(cls, mean, covariance, n_rows: int, *, kept_columns=None, duplicates=None,

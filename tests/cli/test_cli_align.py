@@ -244,3 +244,16 @@ def test_module_entry_point(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "nearid.cli.align", pa, str(tmp_path / "z.npy")],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "no such file" in bad.stderr and bad.stdout == ""
+
+
+def test_threads_leave_busy_cores_alone(monkeypatch):
+    from threadpoolctl import threadpool_limits
+
+    from nearid.cli import align as cli_align
+
+    monkeypatch.setattr(cli_align.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    with threadpool_limits(limits=2):
+        monkeypatch.setattr(cli_align.os, "getloadavg", lambda: (7.5, 7.0, 6.0))
+        assert cli_align._idle_threads() == 1  # every core busy: one thread
+        monkeypatch.setattr(cli_align.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+        assert cli_align._idle_threads() is None  # idle: the BLAS default stands

@@ -71,8 +71,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="compute in float64 even for float32 inputs (default: float32 where the data "
                         "allow it, which the output's dtype reports)")
     p.add_argument("--threads", type=int, default=None,
-                   help="BLAS threads for the large matrix products (default: the BLAS default, "
-                        "usually one per core; 1 is faster on a machine other jobs keep busy)")
+                   help="BLAS threads for the large matrix products (default: the cores other jobs "
+                        "leave idle, by the load average, at most the BLAS default; on 2 cores that "
+                        "other jobs kept busy, 1 thread ran twice as fast as 2)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (it is also off with --json when stderr is not a terminal)")
     p.set_defaults(func=run)
@@ -92,6 +93,24 @@ def _components(text: str) -> float | int | str:
     if 0 < value <= 1:
         return value
     raise argparse.ArgumentTypeError(f"expected 'all', a count >= 1 or a share in (0, 1], got {text!r}")
+
+
+def _idle_threads() -> int | None:
+    """BLAS threads for a machine others share: the cores the 1-minute load average leaves
+    idle (at least 1), or None (no change) when that is not fewer than BLAS uses already.
+
+    Multi-threaded OpenBLAS spin-waits for cores other processes hold: on 2 shared cores at
+    load 2-10, 2 threads made every product of ``nearid align`` about twice as slow as 1."""
+    from threadpoolctl import threadpool_info
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on Linux/Unix
+        return None
+    idle = max(1, cores - int(round(load)))
+    current = max((i.get("num_threads", 1) for i in threadpool_info() if i.get("user_api") == "blas"), default=1)
+    return idle if idle < current else None
 
 
 def _options(args) -> dict:
@@ -168,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         options = _options(args)
         from threadpoolctl import threadpool_limits
 
-        with warnings.catch_warnings(), threadpool_limits(limits=args.threads):
+        with warnings.catch_warnings(), threadpool_limits(limits=args.threads or _idle_threads()):
             warnings.simplefilter("ignore", LowVarianceWarning)  # the table prints its own warning line
             if args.layers:
                 res = compute_layers(args.a, args.b, metric=args.metric, **options)
