@@ -1,12 +1,17 @@
-"""`nearid align`: tables on small files, JSON output, every bad input -> exit 2, no files."""
+"""`nearid align`: tables on small files, JSON output, every format, layer maps, and every
+bad input -> exit 2, no files."""
 
 import json
+import pickle
 import subprocess
 import sys
 
+import h5py
 import numpy as np
 import pandas as pd
 import pytest
+import torch
+from safetensors.numpy import save_file
 
 from nearid.cli.align import JSON_KEYS, main
 
@@ -90,10 +95,25 @@ def _bad_inputs(tmp_path):
     cases["1d"] = (str(tmp_path / "1d.npy"), str(tmp_path / "a.npy"), "2-D")
     (tmp_path / "x.txt").write_text("1 2 3")
     cases["type"] = (str(tmp_path / "a.npy"), str(tmp_path / "x.txt"), "unsupported file type")
+    np.savez(tmp_path / "many.npz", first=B, second=B)
+    cases["key"] = (str(tmp_path / "a.npy"), f"{tmp_path}/many.npz:third", "no array 'third'; it holds: first, second")
+    cases["nokey"] = (str(tmp_path / "a.npy"), str(tmp_path / "many.npz"), "holds several arrays")
+    np.save(tmp_path / "const.npy", np.ones_like(B))
+    cases["constant"] = (str(tmp_path / "a.npy"), str(tmp_path / "const.npy"), "B is constant")
+    (tmp_path / "noise.npy").write_bytes(np.random.default_rng(0).bytes(1000))
+    cases["noise"] = (str(tmp_path / "noise.npy"), str(tmp_path / "a.npy"), "not a valid .npy file")
+
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(tmp_path / "ran"), "w"))
+
+    (tmp_path / "evil.pt").write_bytes(pickle.dumps(Evil()))
+    cases["pickle"] = (str(tmp_path / "evil.pt"), str(tmp_path / "a.npy"), "never unpickles")
     return cases
 
 
-@pytest.mark.parametrize("case", ["missing", "rows", "nan", "inf", "few", "3d", "1d", "type"])
+@pytest.mark.parametrize("case", ["missing", "rows", "nan", "inf", "few", "3d", "1d", "type", "key", "nokey",
+                                  "constant", "noise", "pickle"])
 def test_bad_inputs_exit_2_and_write_nothing(tmp_path, capsys, case):
     pa, pb, message = _bad_inputs(tmp_path)[case]
     before = sorted(p.name for p in tmp_path.iterdir())
@@ -102,6 +122,110 @@ def test_bad_inputs_exit_2_and_write_nothing(tmp_path, capsys, case):
     assert captured.out == ""
     assert message in captured.err and captured.err.startswith("nearid align: error:")
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def _write_format(tmp_path, name, X, suffix):
+    """Write X as a file of the given type; returns the path to pass on the command line."""
+    path = tmp_path / f"{name}{suffix}"
+    if suffix == ".pt":
+        torch.save(torch.from_numpy(X), path)
+        return str(path)
+    if suffix == ".safetensors":
+        save_file({"other": X[:, :1].copy(), "emb": X}, str(path))
+        return f"{path}:emb"
+    if suffix == ".h5":
+        with h5py.File(path, "w") as f:
+            f["model/out"] = X
+            f["labels"] = np.arange(len(X))
+        return f"{path}:model/out"
+    np.savez(path, emb=X, ids=np.arange(len(X)))
+    return f"{path}:emb"
+
+
+@pytest.mark.parametrize("suffix", [".pt", ".safetensors", ".h5", ".npz"])
+def test_every_format_through_the_command(tmp_path, capsys, suffix):
+    A, B = _pair()
+    pa = _write_format(tmp_path, "a", A.astype(np.float32), suffix)
+    pb = _write_format(tmp_path, "b", B.astype(np.float32), suffix)
+    assert main([pa, pb, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rigid"] < 1e-4 and out["n_fit"] == 100 and out["dtype"] == "float32"
+
+
+def test_json_reports_ica_components_and_table_warns_on_low_variance(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    A = rng.laplace(size=(600, 20))  # a flat spectrum: one component holds 5%
+    B = A @ np.linalg.qr(rng.normal(size=(20, 20)))[0]
+    pa, pb = _write(tmp_path, A, B)
+    assert main([pa, pb, "--json", "--ica-components", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ica_components"] == [3, 3] and 0 < out["ica_variance"][0] < 0.5
+    assert main([pa, pb, "--ica-components", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "warning: A's 3 whitened components hold only" in text and "warning: B's 3" in text
+    assert main([pa, pb]) == 0
+    assert "warning" not in capsys.readouterr().out
+
+
+def _layer_files(tmp_path, n=300, rows_b=None):
+    rng = np.random.default_rng(0)
+    Z = rng.laplace(size=(n, 6))
+    A = {f"a{i}": (Z[:, 2 * i:2 * i + 2] @ rng.normal(size=(2, 5)) + 0.05 * rng.normal(size=(n, 5))).astype(np.float32)
+         for i in range(3)}
+    B = {f"b{i}": (Z[:, 2 * i:2 * i + 2] @ rng.normal(size=(2, 4)) + 0.05 * rng.normal(size=(n, 4))).astype(np.float32)
+         for i in range(3)}
+    if rows_b:
+        B = {k: v[:rows_b] for k, v in B.items()}
+    np.savez(tmp_path / "A.npz", **A)
+    save_file(B, str(tmp_path / "B.safetensors"))
+    return str(tmp_path / "A.npz"), str(tmp_path / "B.safetensors")
+
+
+def test_layers_table_json_and_plot(tmp_path, capsys):
+    pa, pb = _layer_files(tmp_path)
+    assert main(["--layers", pa, pb]) == 0
+    text = capsys.readouterr().out
+    assert "rows: A's layers, columns: B's" in text and "a2" in text and "b1" in text
+    assert main(["--layers", pa, pb, "--metric", "cka", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["a_layers"] == ["a0", "a1", "a2"] and out["b_layers"] == ["b0", "b1", "b2"]
+    vals = np.array(out["values"])
+    assert out["metric"] == "cka" and out["lower_is_better"] is False
+    assert np.argmax(vals, axis=1).tolist() == [0, 1, 2]  # layer i of A shares its factors with layer i of B
+    png = tmp_path / "out" / "map.png"
+    assert main(["--layers", pa, pb, "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"heatmap: {png}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case", ["rows", "plot_type", "plot_without_layers", "single_file"])
+def test_layers_bad_inputs_exit_2_and_write_nothing(tmp_path, capsys, case):
+    pa, pb = _layer_files(tmp_path, rows_b=250 if case == "rows" else None)
+    png = tmp_path / "map.png"
+    argv = {"rows": ["--layers", pa, pb, "--plot", str(png)],
+            "plot_type": ["--layers", pa, pb, "--plot", str(tmp_path / "map.bmp")],
+            "plot_without_layers": [pa + ":a0", pb + ":b0", "--plot", str(png)],
+            "single_file": ["--layers", pa + ":a0", pb]}[case]
+    message = {"rows": "row counts differ", "plot_type": "unsupported image type",
+               "plot_without_layers": "go with --layers", "single_file": "drop ':a0'"}[case]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and message in captured.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_json_piped_is_silent_on_stderr(tmp_path):
+    A, B = _pair(n=400, d=6)
+    pa, pb = _write(tmp_path, A, B)
+    env_code = "import nearid.align as a; a.PROGRESS_DELAY = 0.0; from nearid.cli.align import main; " \
+               "import sys; sys.exit(main(sys.argv[1:]))"
+    quiet = subprocess.run([sys.executable, "-c", env_code, pa, pb, "--json"], capture_output=True, text=True)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    loud = subprocess.run([sys.executable, "-c", env_code, pa, pb], capture_output=True, text=True)
+    assert loud.returncode == 0 and "%" in loud.stderr  # the table run shows its progress bar
+    off = subprocess.run([sys.executable, "-c", env_code, pa, pb, "--no-progress"], capture_output=True, text=True)
+    assert off.returncode == 0 and off.stderr == ""
 
 
 def test_bad_fit_fraction(tmp_path, capsys):
@@ -120,3 +244,16 @@ def test_module_entry_point(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "nearid.cli.align", pa, str(tmp_path / "z.npy")],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "no such file" in bad.stderr and bad.stdout == ""
+
+
+def test_threads_leave_busy_cores_alone(monkeypatch):
+    from threadpoolctl import threadpool_limits
+
+    from nearid.cli import align as cli_align
+
+    monkeypatch.setattr(cli_align.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    with threadpool_limits(limits=2):
+        monkeypatch.setattr(cli_align.os, "getloadavg", lambda: (7.5, 7.0, 6.0))
+        assert cli_align._idle_threads() == 1  # every core busy: one thread
+        monkeypatch.setattr(cli_align.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+        assert cli_align._idle_threads() is None  # idle: the BLAS default stands

@@ -1,39 +1,62 @@
-"""``nearid align A B``: Table 1 for anyone's two embedding files.
+"""``nearid align A B``: Table 1 for anyone's two embedding files, or a layer-by-layer map.
 
 Rows of A and B must be the same inputs in the same order. The command fits every family on
 a random ``--fit-fraction`` of the rows and reports normalised errors on the rest, the ICA
-efficiency and linear CKA: a readable table, or one JSON object with ``--json``. Bad input
-(missing file, different row counts, NaN/inf, too few rows, not 2-D) is reported on stderr
-with exit code 2, and nothing is written.
+efficiency and linear CKA: a readable table, or one JSON object with ``--json``. With
+``--layers`` it compares every array of A's file with every array of B's and prints the
+matrix (``--plot`` draws it). Files: .npy, .npz, .pt, .safetensors, .h5, .parquet; pick one
+array of a multi-array file as ``file.npz:key``. Bad input (missing file or key, unknown
+type, pickled objects, different row counts, NaN/inf, too few rows, constant, not 2-D) is
+reported on stderr with exit code 2, and nothing is written.
+
+The work is :func:`nearid.align.compare` (and :func:`nearid.align.compare_layers`); this
+module only reads files, prints and plots.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 
-import numpy as np
-
-from nearid.align import ICA_COMPONENTS, ICA_MAX_ITER, ICA_MAX_ROWS, alignment_table, format_alignment_table
-from nearid.data.embedding_files import EmbeddingFileError, check_matrix, load_embeddings
+from nearid.align import (
+    ICA_COMPONENTS,
+    ICA_MAX_ITER,
+    ICA_MAX_ROWS,
+    METRICS,
+    compare,
+    compare_layers,
+    format_alignment_table,
+)
+from nearid.data.embedding_files import SUFFIXES, EmbeddingFileError, load_embeddings, load_layers
 
 JSON_KEYS = ("permutation", "rigid", "linear", "ica", "ica_efficiency", "cka", "n_fit", "n_eval",
-             "ica_components", "ica_variance")
+             "ica_components", "ica_variance", "ica_converged", "dim_a", "dim_b", "dtype")
 EXIT_BAD_INPUT = 2
 DESCRIPTION = ("Compare two embeddings of the same inputs: fit signed-permutation, rigid, "
                "linear and ICA maps from A to B on a fit split, report the mean l2 error on "
                "the held-out rows normalised by B's diameter (lower = more alike), the ICA "
-               "efficiency (perm - ica)/(perm - rigid), and linear CKA.")
+               "efficiency (perm - ica)/(perm - rigid), and linear CKA. With --layers, compare "
+               "every layer of A with every layer of B under one --metric.")
+FILES_HELP = f"{', '.join(SUFFIXES)}; one array of a multi-array file as FILE:KEY"
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``align`` on the main CLI's subparsers; returns the new parser."""
     p = subparsers.add_parser("align", help="alignment table (Table 1) for two embedding files",
                               description=DESCRIPTION)
-    p.add_argument("a", metavar="A", help="embeddings of model A (.npy, .npz or .parquet)")
+    p.add_argument("a", metavar="A", help=f"embeddings of model A ({FILES_HELP})")
     p.add_argument("b", metavar="B", help="embeddings of model B, same rows in the same order")
+    p.add_argument("--layers", action="store_true",
+                   help="A and B are multi-array files (.npz, .pt, .safetensors, .h5): compare every "
+                        "array of A with every array of B and print the matrix")
+    p.add_argument("--metric", choices=METRICS, default="rigid",
+                   help="with --layers: the number in each cell (an error, lower = more alike; or "
+                        "cka, higher = more alike; default rigid)")
+    p.add_argument("--plot", metavar="OUT.png",
+                   help="with --layers: write the matrix as a labelled heatmap (png, pdf or svg)")
     p.add_argument("--fit-fraction", type=float, default=0.5,
                    help="share of rows used to fit the maps (default 0.5); the rest is held out")
     p.add_argument("--seed", type=int, default=0, help="seed of the split and of ICA (default 0)")
@@ -43,7 +66,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "fit rows' variance in (0, 1], a count >= 1, or 'all' (default "
                         f"{ICA_COMPONENTS}; at most one component per 10 fit rows)")
     p.add_argument("--ica-max-rows", type=int, default=ICA_MAX_ROWS,
-                   help=f"fit ICA on at most this many fit rows (default {ICA_MAX_ROWS}; 0 = all)")
+                   help=f"fit FastICA on at most this many fit rows (default {ICA_MAX_ROWS}; 0 = all)")
+    p.add_argument("--float64", action="store_true",
+                   help="compute in float64 even for float32 inputs (default: float32 where the data "
+                        "allow it, which the output's dtype reports)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="BLAS threads for the large matrix products (default: the cores other jobs "
+                        "leave idle, by the load average, at most the BLAS default; on 2 cores that "
+                        "other jobs kept busy, 1 thread ran twice as fast as 2)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (it is also off with --json when stderr is not a terminal)")
     p.set_defaults(func=run)
     return p
 
@@ -63,50 +95,123 @@ def _components(text: str) -> float | int | str:
     raise argparse.ArgumentTypeError(f"expected 'all', a count >= 1 or a share in (0, 1], got {text!r}")
 
 
-def _load(path: str, label: str) -> np.ndarray:
-    # float64 once, here, and drop the file's array: alignment_table then copies nothing
-    X = check_matrix(load_embeddings(path), f"{label} ({path})")
-    return X if X.dtype == np.float64 else X.astype(np.float64)
+def _idle_threads() -> int | None:
+    """BLAS threads for a machine others share: the cores the 1-minute load average leaves
+    idle (at least 1), or None (no change) when that is not fewer than BLAS uses already.
+
+    Multi-threaded OpenBLAS spin-waits for cores other processes hold: on 2 shared cores at
+    load 2-10, 2 threads made every product of ``nearid align`` about twice as slow as 1."""
+    from threadpoolctl import threadpool_info
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on Linux/Unix
+        return None
+    idle = max(1, cores - int(round(load)))
+    current = max((i.get("num_threads", 1) for i in threadpool_info() if i.get("user_api") == "blas"), default=1)
+    return idle if idle < current else None
+
+
+def _options(args) -> dict:
+    if args.ica_max_rows < 0:
+        raise ValueError("--ica-max-rows must be >= 0 (0 = no bound)")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError("--threads must be >= 1")
+    return dict(fit_fraction=args.fit_fraction, seed=args.seed, ica_components=args.ica_components,
+                ica_max_rows=args.ica_max_rows or None, ica_max_iter=ICA_MAX_ITER,
+                dtype="float64" if args.float64 else None,
+                progress=not args.no_progress and not (args.json and not sys.stderr.isatty()))
 
 
 def compute(a_path: str, b_path: str, fit_fraction: float = 0.5, seed: int = 0,
-            ica_components: float | int | str = ICA_COMPONENTS, ica_max_rows: int = ICA_MAX_ROWS) -> dict:
-    """Load, validate and align; raises ValueError (incl. EmbeddingFileError) on bad input."""
-    if ica_max_rows < 0:
-        raise ValueError("--ica-max-rows must be >= 0 (0 = no bound)")
-    A = _load(a_path, "A")
-    B = _load(b_path, "B")
+            ica_components: float | int | str = ICA_COMPONENTS, ica_max_rows: int | None = ICA_MAX_ROWS,
+            ica_max_iter: int = ICA_MAX_ITER, dtype: str | None = None, progress: bool = False) -> dict:
+    """Load two files and :func:`nearid.align.compare` them; raises ValueError on bad input."""
+    A = load_embeddings(a_path)
+    B = load_embeddings(b_path)
+    for label, X, path in (("A", A, a_path), ("B", B, b_path)):
+        if X.ndim != 2:
+            raise EmbeddingFileError(f"{label} ({path}): expected a 2-D array (rows = inputs, columns = "
+                                     f"features), got shape {X.shape}")
     if A.shape[0] != B.shape[0]:
         raise EmbeddingFileError(f"A has {A.shape[0]} rows and B has {B.shape[0]}; rows must be "
                                  "the same inputs in the same order")
-    # one BLAS thread: on a shared machine, multi-threaded OpenBLAS spent most of a 100k x 768
-    # run spin-waiting (64 s -> 15 s at 20k rows); the numbers are the same
-    from threadpoolctl import threadpool_limits
+    res = compare(A, B, fit_fraction=fit_fraction, seed=seed, ica_components=ica_components,
+                  ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter, dtype=dtype, progress=progress)
+    out = res.to_dict()
+    out.update(ica_converged=None if res.ica_converged is None else list(res.ica_converged), dtype=res.dtype,
+               seconds=res.seconds)
+    return out
 
-    with threadpool_limits(limits=1):
-        table = alignment_table(A, B, fit_fraction=fit_fraction, seed=seed,
-                                ica_components=ica_components,
-                                ica_max_rows=ica_max_rows or None, ica_max_iter=ICA_MAX_ITER)
-    return {k: table.get(k, float("nan")) for k in JSON_KEYS} | {"dim_a": A.shape[1],
-                                                                 "dim_b": B.shape[1]}
+
+def compute_layers(a_path: str, b_path: str, metric: str = "rigid", **options):
+    """Load two multi-array files and :func:`nearid.align.compare_layers` them (a DataFrame)."""
+    layers_a, layers_b = load_layers(a_path), load_layers(b_path)
+    return compare_layers(layers_a, layers_b, metric=metric, **options)
+
+
+def _check_plot_path(path: str | None) -> None:
+    if path is None:
+        return
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in (".png", ".pdf", ".svg"):
+        raise ValueError(f"--plot {path}: unsupported image type {suffix or '(none)'!r}; valid: .png, .pdf, .svg")
+
+
+def _layers_json(df) -> dict:
+    return {"metric": df.attrs["metric"], "lower_is_better": df.attrs["lower_is_better"],
+            "a_layers": list(df.index), "b_layers": list(df.columns), "values": df.to_numpy().tolist(),
+            "n_fit": df.attrs["n_fit"], "n_eval": df.attrs["n_eval"], "dtype": df.attrs["dtype"]}
+
+
+def _layers_text(df) -> str:
+    from nearid.cli.plots import METRIC_LABELS
+
+    a = df.attrs
+    how = "lower = more alike" if a["lower_is_better"] else "higher = more alike"
+    rows = (f"computed on the {a['n_fit']} fit rows" if a["metric"] == "cka" else
+            f"fitted on {a['n_fit']} rows, evaluated on {a['n_eval']} held-out rows")
+    head = f"{METRIC_LABELS.get(a['metric'], a['metric'])} ({how}); rows: A's layers, columns: B's; {rows}"
+    return head + "\n" + df.to_string(float_format=lambda v: f"{v:.3f}")
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point for ``nearid align``; returns the exit code."""
+    from nearid.ica import LowVarianceWarning
+
     try:
-        with warnings.catch_warnings():  # FastICA's iteration cap is reported, not warned
-            warnings.simplefilter("ignore")
-            res = compute(args.a, args.b, fit_fraction=args.fit_fraction, seed=args.seed,
-                          ica_components=args.ica_components, ica_max_rows=args.ica_max_rows)
+        if not args.layers and (args.plot or args.metric != "rigid"):
+            raise ValueError("--metric and --plot go with --layers")
+        _check_plot_path(args.plot)
+        options = _options(args)
+        from threadpoolctl import threadpool_limits
+
+        with warnings.catch_warnings(), threadpool_limits(limits=args.threads or _idle_threads()):
+            warnings.simplefilter("ignore", LowVarianceWarning)  # the table prints its own warning line
+            if args.layers:
+                res = compute_layers(args.a, args.b, metric=args.metric, **options)
+            else:
+                res = compute(args.a, args.b, **options)
     except ValueError as exc:  # EmbeddingFileError is a ValueError too
         print(f"nearid align: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.json:
-        from nearid.book.results import to_jsonable
+    from nearid.book.results import to_jsonable
 
-        print(json.dumps(to_jsonable({k: res[k] for k in JSON_KEYS})))
+    if args.layers:
+        if args.plot:
+            from nearid.cli.plots import plot_layer_matrix
+
+            plot_layer_matrix(res, args.plot)
+        print(json.dumps(to_jsonable(_layers_json(res))) if args.json else _layers_text(res))
+        if args.plot and not args.json:
+            print(f"heatmap: {args.plot}")
+        return 0
+    if args.json:
+        print(json.dumps(to_jsonable({k: res.get(k) for k in JSON_KEYS})))
     else:
         print(format_alignment_table(res))
+        print(f"({res['seconds']:.1f} s; cross-products in {res['dtype']})")
     return 0
 
 
