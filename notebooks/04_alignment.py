@@ -552,6 +552,59 @@ glue("trend_words", words)
 # distribution, the same measurement.
 
 # %% [markdown]
+# (ch04-layers)=
+# ## Layer by layer
+#
+# Table 1 compares one layer of each model. Researchers usually ask where, along the depth
+# of two networks, the representations agree: every layer of model A against every layer of
+# model B. {numref}`fig-04-layers` does this for the two tiny language models (the
+# `pythia` pair: seeds 0 and 1, the same held-out text windows), with the same split and the
+# same rigid family as Table 1, and with linear {term}`CKA` beside it.
+# `nearid.align.compare_layers` computes the matrix; `nearid align --layers A.npz B.npz`
+# does the same for two files holding one array per layer.
+
+# %%
+lm_pair = pairs.get("pythia")
+if lm_pair is not None and lm_pair.layers_A:
+    layer_maps = {metric: align.compare_layers(lm_pair.layers_A, lm_pair.layers_B, metric=metric,
+                                                fit_fraction=P.fit_fraction, seed=P.seed)
+                  for metric in ("rigid", "cka")}
+else:
+    layer_maps = {}
+
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Every layer of the tiny language model trained with seed 0 (rows) against every layer of the one trained with seed 1 (columns), on the same held-out text windows. Left: rigid error (held out, lower = more alike); right: linear CKA (higher = more alike). Layer 0 is the token embedding.", "name": "fig-04-layers"}}
+fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+for ax, metric in zip(axes, ("rigid", "cka")):
+    if metric in layer_maps:
+        plotting.plot_layer_matrix(layer_maps[metric], ax=ax, title=f"{metric}: seed 0 (rows) vs seed 1 (columns)")
+    else:
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "the language pair was not run", ha="center", va="center")
+fig.tight_layout()
+plt.show()
+
+# %% tags=["remove-cell"]
+if "rigid" in layer_maps:
+    rig = layer_maps["rigid"].to_numpy()
+    diagonal = np.diag(rig)
+    off = rig[~np.eye(*rig.shape, dtype=bool)]
+    glue("layers_n", rig.shape[0])
+    glue("layers_diag", float(diagonal.mean()))
+    glue("layers_off", float(off.mean()))
+    glue("layers_best_is_diagonal", int((rig.argmin(axis=1) == np.arange(rig.shape[0])).sum()))
+else:
+    for key in ("layers_n", "layers_diag", "layers_off", "layers_best_is_diagonal"):
+        glue(key, float("nan"))
+
+# %% [markdown]
+# With {glue:text}`layers_n` layers each (the embedding and every block), the mean rigid
+# error between a layer and the *same* layer of the other run is
+# {glue:text}`layers_diag:.3f`, against {glue:text}`layers_off:.3f` between different layers;
+# for {glue:text}`layers_best_is_diagonal` of the {glue:text}`layers_n` layers of model A the
+# closest layer of model B is the one at the same depth. This is a description of two small
+# models, not a verdict on a claim of the paper, which compares one chosen layer per pair.
+
+# %% [markdown]
 # ## The same table for your embeddings: `nearid align` and `compare`
 #
 # Save two embedding matrices of the same inputs (rows in the same order) and run

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib as mpl
 import seaborn as sns
 
@@ -37,4 +39,59 @@ def paper_vs_ours_bars(ax, labels, ours, paper, ylabel: str, ours_err=None, titl
     if title:
         ax.set_title(title)
     ax.legend()
+    return ax
+
+
+# --------------------------------------------------------------------------- layer maps
+METRIC_LABELS = {
+    "permutation": "signed-permutation error",
+    "rigid": "rigid (rotation + scale) error",
+    "linear": "linear (affine) error",
+    "ica": "whiten + ICA error",
+    "cka": "linear CKA",
+}
+
+
+def plot_layer_matrix(df, path: str | Path | None = None, *, title: str | None = None, ax=None):
+    """A labelled seaborn heatmap of :func:`nearid.align.compare_layers`'s DataFrame.
+
+    Rows are model A's layers, columns model B's; each cell carries its value. The colour
+    scale is reversed for errors, so "more alike" is always the brighter colour; errors use
+    the data's range, CKA its full range [0, 1]. With ``path`` the figure is saved (format
+    from the suffix) and closed; returns the matplotlib Axes.
+    """
+    import matplotlib
+
+    if path is not None and ax is None:
+        matplotlib.use("Agg")  # no display needed to write a file
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    metric = df.attrs.get("metric", "value")
+    lower = df.attrs.get("lower_is_better", metric != "cka")
+    n_a, n_b = df.shape
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.0 + 0.75 * n_b + 1.5, 1.0 + 0.6 * n_a + 0.8))
+    label = METRIC_LABELS.get(metric, metric) + (" (lower = more alike)" if lower else " (higher = more alike)")
+    bounds = dict(vmin=0.0, vmax=1.0) if metric == "cka" else {}
+    sns.heatmap(df.astype(float), ax=ax, annot=n_a * n_b <= 400, fmt=".2f", cmap="viridis_r" if lower else "viridis",
+                square=False, linewidths=0.5, cbar_kws={"label": label}, **bounds)
+    ax.set_xlabel("model B layer")
+    ax.set_ylabel("model A layer")
+    if title is None:
+        split = ""
+        if "n_fit" in df.attrs:
+            split = (f"; on {df.attrs['n_fit']} rows" if metric == "cka" else
+                     f"; fitted on {df.attrs['n_fit']} rows, scored on {df.attrs['n_eval']}")
+        title = f"Layer by layer: {METRIC_LABELS.get(metric, metric)}{split}"
+    ax.set_title(title, fontsize=10)
+    ax.tick_params(axis="x", rotation=45)
+    ax.tick_params(axis="y", rotation=0)
+    fig = ax.figure
+    fig.tight_layout()
+    if path is not None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
     return ax

@@ -166,7 +166,7 @@ def _layers_json(df) -> dict:
 
 
 def _layers_text(df) -> str:
-    from nearid.cli.plots import METRIC_LABELS
+    from nearid.book.plotting import METRIC_LABELS
 
     a = df.attrs
     how = "lower = more alike" if a["lower_is_better"] else "higher = more alike"
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.layers:
         if args.plot:
-            from nearid.cli.plots import plot_layer_matrix
+            from nearid.book.plotting import plot_layer_matrix
 
             plot_layer_matrix(res, args.plot)
         print(json.dumps(to_jsonable(_layers_json(res))) if args.json else _layers_text(res))

@@ -58,6 +58,9 @@ class Pair:
     A: np.ndarray
     B: np.ndarray
     info: dict[str, Any] = field(default_factory=dict)
+    # every layer of both models, for the layer-by-layer map (language pair only)
+    layers_A: dict[str, np.ndarray] | None = None
+    layers_B: dict[str, np.ndarray] | None = None
 
     def __post_init__(self):
         if self.A.shape[0] != self.B.shape[0]:
@@ -192,7 +195,7 @@ def pythia_pair(text: str | None = None, *, seed: int = 0, hidden: int = 64, lay
     if pretrained:
         if len(pretrained) != 2:
             raise ValueError(f"pretrained needs exactly two checkpoint folders, got {list(pretrained)}")
-        reps = []
+        reps, by_layer = [], []
         for path in pretrained:
             model, tok = lm.load_pretrained(path, device=device)
             if tok is None:
@@ -202,14 +205,15 @@ def pythia_pair(text: str | None = None, *, seed: int = 0, hidden: int = 64, lay
             n = min(eval_windows, len(ids) // context)
             windows = lm.eval_windows(ids, context, n)
             reps.append(lm.embed_windows(model, windows, device=device))
+            by_layer.append(lm.embed_windows_by_layer(model, windows, device=device))
             info[Path(path).name] = {"source": str(path), "layer": lm.middle_layer(model)}
             info["eval_windows"] = n
             _log(verbose, f"loaded {path}; {n} held-out windows")
-        return Pair("pythia", reps[0], reps[1], info | {"source": "pretrained"})
+        return Pair("pythia", reps[0], reps[1], info | {"source": "pretrained"}, *by_layer)
     tok = lm.ByteTokenizer()
     train_ids, eval_ids = tok.encode(train_text), tok.encode(eval_text)
     ev = lm.eval_windows(eval_ids, context, eval_windows)
-    reps = []
+    reps, by_layer = [], []
     for k in range(2):
         X = lm.train_windows(train_ids, context, train_windows, seed=seed + k)
         m = lm.TinyLM(seed=seed + k, hidden_size=hidden, num_hidden_layers=layers,
@@ -217,11 +221,12 @@ def pythia_pair(text: str | None = None, *, seed: int = 0, hidden: int = 64, lay
         res = fit(m, X, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed + k,
                   device=device, grad_clip=1.0, max_steps=max_steps)
         reps.append(lm.embed_windows(m, ev, device=device))
+        by_layer.append(lm.embed_windows_by_layer(m, ev, device=device))
         info[f"seed{seed + k}"] = {"final_nll": res.losses[-1], "seconds": res.seconds,
                                    "layer": lm.middle_layer(m.model), "steps": res.steps}
         _log(verbose, f"tiny GPT-NeoX seed {seed + k}: train NLL {res.losses[-1]:.3f} nats/byte "
                       f"in {res.seconds:.0f}s")
-    return Pair("pythia", reps[0], reps[1], info | {"source": "trained"})
+    return Pair("pythia", reps[0], reps[1], info | {"source": "trained"}, *by_layer)
 
 
 def sentence_encoder_pair(text: str | None = None, *, n_sentences: int = 1000, seed: int = 0,
@@ -306,7 +311,7 @@ def embed_pair(*, pair: str, seed: int = 0, device: str = "auto", max_steps: int
         p = sentence_encoder_pair(seed=seed, device=dev, **settings)
     else:
         raise ValueError(f"unknown pair {pair!r}; valid: {', '.join(PAIRS)}")
-    return {"A": p.A, "B": p.B, "info": p.info}
+    return {"A": p.A, "B": p.B, "info": p.info, "layers_A": p.layers_A, "layers_B": p.layers_B}
 
 
 def _steps(P, name: str) -> int:
@@ -345,7 +350,8 @@ def plan(P) -> list[Task]:
 
 def collect_pairs(tasks: list[Task], results: list[dict]) -> dict[str, Pair]:
     """The :class:`Pair` of every task's result, keyed by pair name, in task order."""
-    return {t.kwargs["pair"]: Pair(t.kwargs["pair"], r["A"], r["B"], r["info"])
+    return {t.kwargs["pair"]: Pair(t.kwargs["pair"], r["A"], r["B"], r["info"], r.get("layers_A"),
+                                   r.get("layers_B"))
             for t, r in zip(tasks, results)}
 
 

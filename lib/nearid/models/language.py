@@ -145,6 +145,27 @@ def embed_windows(model, windows: np.ndarray, layer: int | None = None, batch_si
     return torch.cat(outs).numpy().astype(np.float64)
 
 
+@torch.no_grad()
+def embed_windows_by_layer(model, windows: np.ndarray, batch_size: int = 64,
+                           device: str | torch.device = "cpu") -> dict[str, np.ndarray]:
+    """Mean-pooled states of every layer ("layer 0" = the token embeddings), one forward pass
+    per batch: what ``nearid align --layers`` and :func:`nearid.align.compare_layers` compare."""
+    model = model.model if isinstance(model, TinyLM) else model
+    model.to(device)
+    was_training = model.training
+    model.eval()
+    ids = torch.as_tensor(np.asarray(windows), dtype=torch.long)
+    per_layer: list[list[torch.Tensor]] = []
+    for i in range(0, len(ids), batch_size):
+        states = model(input_ids=ids[i:i + batch_size].to(device), output_hidden_states=True).hidden_states
+        if not per_layer:
+            per_layer = [[] for _ in states]
+        for acc, h in zip(per_layer, states):
+            acc.append(h.mean(dim=1).cpu())
+    model.train(was_training)
+    return {f"layer {k}": torch.cat(acc).numpy().astype(np.float64) for k, acc in enumerate(per_layer)}
+
+
 def embed_texts(model, tokenizer, texts: list[str], layer: int | None = None,
                 max_length: int = 64, batch_size: int = 32,
                 device: str | torch.device = "cpu") -> np.ndarray:

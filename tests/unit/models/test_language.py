@@ -118,3 +118,14 @@ def test_load_pretrained_missing(tmp_path):
 def test_bad_config():
     with pytest.raises(ValueError, match="divisible"):
         tiny_gpt_neox_config(hidden_size=10, num_attention_heads=4)
+
+
+def test_embed_windows_by_layer_covers_every_layer_and_matches_the_middle_one():
+    from nearid.models.language import embed_windows_by_layer
+
+    m = TinyLM(seed=0, **TINY)
+    windows = np.random.default_rng(0).integers(0, 256, size=(70, 12))
+    by_layer = embed_windows_by_layer(m, windows, batch_size=32)
+    assert list(by_layer) == ["layer 0", "layer 1", "layer 2"]  # embeddings + 2 blocks
+    assert all(v.shape == (70, 16) for v in by_layer.values())
+    np.testing.assert_allclose(by_layer["layer 1"], embed_windows(m, windows, layer=1, batch_size=32), atol=1e-6)
