@@ -36,8 +36,10 @@ def test_chapter_05_smoke_json(smoke):
             for name in ("infom", "infoc", "dci_d", "mig"):
                 assert 0.0 <= scores[name] <= 1.0, (ds, m, name, scores[name])
             assert -0.5 <= scores["infoe"] <= 1.0  # in-sample, can dip below 0 only by noise
-        # ICA on all 2K latents is an invertible map: InfoE unchanged (to the solver's tolerance)
-        assert abs(models["ae_ica_all"]["infoe"] - models["ae"]["infoe"]) < 5e-3, ds
+        # ICA on all 2K latents is an invertible map: InfoE barely moves. Loosely here: smoke's
+        # tiny models give codes of rank below 2K, whitening every direction lifts float32
+        # rounding noise into features, and an in-sample probe on 120 rows can use them
+        assert abs(models["ae_ica_all"]["infoe"] - models["ae"]["infoe"]) < 0.05, ds
     assert set(res["aggregated"]) == MODELS | EXTRA
     assert res["ica_components"] == "k" and res["latent_multiplier"] == 2
     assert set(res["paper_table2"]) == MODELS

@@ -19,11 +19,12 @@ One departure from the reference code, which standardises the latents and stops 
 100 iterations: on an autoencoder's correlated latents that fit is far from converged (an
 MPI3D arm angle's cross-entropy 3.48 nats at 100 iterations against 2.96 at convergence),
 and it stops further from the optimum for a correlated code than for a whitened one, which
-biases every comparison with ICA. We *whiten* the latents instead (:class:`nearid.ica.Whitener`
-onto every non-degenerate direction) and let L-BFGS run to convergence (``max_iter=1000``; a
+biases every comparison with ICA. We *whiten* the latents instead (onto every direction
+of non-negligible variance, :func:`probe_inputs`) and let L-BFGS run to convergence (``max_iter=1000``; a
 ``ConvergenceWarning`` is no longer silenced). The unpenalised optimum does not change under
 an invertible linear map of the inputs, so this is the same quantity the reference code
 approximates, computed to convergence: whitening only makes the problem well conditioned.
+Directions below float32 resolution (:data:`PROBE_RTOL`) are rounding noise and are left out.
 
 Guards for the degenerate cases the reference code divides by zero in: a latent (or a
 source) whose NMI is zero everywhere spreads its share uniformly (contributes 0); with a
@@ -40,9 +41,10 @@ from sklearn.preprocessing import LabelEncoder, OneHotEncoder, StandardScaler
 from scipy.special import digamma
 from threadpoolctl import threadpool_limits
 
-from nearid.ica import Whitener
-
 INFOE_MAX_ITER = 1000  # L-BFGS iterations allowed; whitened inputs converge in tens to hundreds
+# Directions of a code whose scale is below this fraction of its largest are rounding noise
+# of float32 models (a code of rank r stored in more columns), not information.
+PROBE_RTOL = 1e-5
 
 
 def _check(sources, latents) -> tuple[np.ndarray, np.ndarray]:
@@ -217,16 +219,19 @@ def _cross_entropy(X: np.ndarray, y: np.ndarray, max_iter: int) -> float:
 
 def probe_inputs(latents, discrete_latents: bool | None = None) -> np.ndarray:
     """What InfoE's logistic regression reads: one-hot codes for integer latents, else the
-    latents whitened onto every non-degenerate direction (a single zero column when no latent
-    varies). Whitening is an invertible linear map of the informative part, so it leaves
-    the unpenalised optimum unchanged and makes L-BFGS converge."""
+    latents whitened onto every direction whose scale exceeds :data:`PROBE_RTOL` of the
+    largest (a single zero column when no latent varies). Whitening is an invertible linear
+    map of the informative part, so it leaves the unpenalised optimum unchanged and makes
+    L-BFGS converge."""
     z = np.asarray(latents)
     if _is_discrete(z, discrete_latents):
         return OneHotEncoder(sparse_output=False).fit_transform(z)
-    z = z.astype(np.float64)
-    if not (np.ptp(z, axis=0) > 0).any():
+    zc = z.astype(np.float64) - z.mean(0)
+    _, s, Vt = np.linalg.svd(zc, full_matrices=False)
+    keep = s > PROBE_RTOL * s[0] if s.size and s[0] > 0 else np.zeros(s.shape, dtype=bool)
+    if not keep.any():
         return np.zeros((len(z), 1))
-    return Whitener(n_components="all", rows_per_component=None).fit_transform(z)
+    return zc @ Vt[keep].T * (np.sqrt(len(z) - 1) / s[keep])
 
 
 def infoe(sources, latents, discrete_latents: bool | None = None,

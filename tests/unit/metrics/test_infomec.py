@@ -166,7 +166,7 @@ def test_infoe_is_invariant_to_invertible_linear_maps(entangled):
 def test_probe_inputs_whiten_and_handle_degenerate_codes():
     rng = np.random.default_rng(0)
     Z = rng.normal(size=(200, 3)) @ np.array([[1.0, 0.9, 0.0], [0.0, 0.1, 0.0], [0.0, 0.0, 5.0]])
-    X = probe_inputs(np.c_[Z, np.full(200, 3.0)])  # a dead unit is dropped
+    X = probe_inputs(np.c_[Z, np.full(200, 3.0), Z[:, :1] + 1e-9 * rng.normal(size=(200, 1))])  # dead unit, float noise
     assert X.shape == (200, 3)
     np.testing.assert_allclose(np.cov(X, rowvar=False), np.eye(3), atol=1e-8)
     assert probe_inputs(np.ones((50, 2))).shape == (50, 1)
