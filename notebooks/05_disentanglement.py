@@ -17,8 +17,9 @@
 #
 # The paper's practical recipe is short: train a *vanilla* autoencoder, {term}`whiten
 # <Whitening>` its codes and run {term}`ICA`. {prf:ref}`thm-structural` says that when the
-# data come from independent non-Gaussian factors through a nearly isometric map, this
-# recovers the factors up to signed permutations. Its Table 2 tests the recipe on four
+# data come from independent non-Gaussian factors through a nearly {term}`isometric
+# <Isometry>` map, this recovers the factors up to {term}`signed permutations <Signed
+# permutation>`. Its Table 2 tests the recipe on four
 # standard disentanglement datasets and scores it with InfoMEC {cite}`hsu2023infomec`
 # against β-VAE {cite}`higgins2017betavae`, β-TCVAE {cite}`chen2018tcvae` and BioAE
 # {cite}`whittington2023bioae`. The question of this chapter:
