@@ -430,15 +430,16 @@ glue("infoe_fits", bench.infoe_fits)
 # of the code, and InfoE's linear probe is unpenalised, so InfoE cannot change: across all
 # datasets and seeds, InfoE of "AE + ICA (all 2K)" differs from the AE's by at most
 # {glue:text}`infoe_all_gap:.4f`. Our headline AE + ICA is *not* invertible: it keeps the
-# top $K$ of the $2K$ whitened directions (at least {glue:text}`ica_variance_min:.0%` of the
+# top $K$ of the $2K$ whitened directions (at least {glue:text}`ica_variance_min:.1%` of the
 # training codes' variance in every run) and drops the rest, with whatever information
-# about the factors they held, so its InfoE can fall below the AE's (here, aggregated:
-# {glue:text}`agg_infoe_ae:.3f` for the AE, {glue:text}`agg_infoe_ica:.3f` for AE + ICA);
+# about the factors they held. Little variance is not little information for an
+# unpenalised linear probe, which is blind to scale: aggregated, InfoE is
+# {glue:text}`agg_infoe_ae:.3f` for the AE and {glue:text}`agg_infoe_ica:.3f` for AE + ICA;
 # the ICA rotation itself only moves information between axes. Keeping all $2K$ components
 # preserves InfoE ({glue:text}`agg_infoe_all:.3f`) but gives InfoM
 # {glue:text}`agg_infom_all:.3f` (paired difference to the AE {glue:text}`all_infom_est:+.3f`,
 # {glue:text}`all_infom_low:+.3f` to {glue:text}`all_infom_high:+.3f`): whitening scales the
-# directions that carry almost nothing up to unit variance, and they come back as extra,
+# directions that carry almost no variance up to unit variance, and they come back as extra,
 # noisy "components".
 #
 # FastICA stopped before converging in {glue:text}`ica_not_converged` of

@@ -39,7 +39,7 @@ from nearid import paper
 from nearid.data.procedural import DATASET_LABELS, DATASETS, FACTOR_GRIDS, make_dataset, sample_factors
 from nearid.ica import ROWS_PER_COMPONENT, WhitenedICA
 from nearid.metrics.dci_mig import dci_disentanglement, mig
-from nearid.metrics.infomec import infomec
+from nearid.metrics.infomec import PROBE_RTOL, infomec
 from nearid.models.conv import CONV_MODELS, make_conv_model
 from nearid.tasks import Task, run_tasks
 from nearid.train import fit, predict
@@ -158,16 +158,29 @@ def train_model(name: str, X: torch.Tensor, n_factors: int, *, seed: int, epochs
     return model, result
 
 
+def numerical_rank(codes: np.ndarray, rtol: float = PROBE_RTOL) -> int:
+    """Directions of a code above float32 resolution: the models compute in float32, so a
+    code of rank r stored in more columns has its other directions filled with rounding
+    noise, which whitening would blow up to unit variance."""
+    z = np.asarray(codes, dtype=np.float64)
+    s = np.linalg.svd(z - z.mean(0), compute_uv=False)
+    return int((s > rtol * s[0]).sum()) if s.size and s[0] > 0 else 0
+
+
 def fit_ica(train_codes: np.ndarray, n_components: int | str, *, seed: int) -> WhitenedICA:
     """The chapter's one ICA step: :class:`WhitenedICA` fitted on the training codes, onto
-    ``n_components`` whitened directions (an int: the top K; "all": every direction, with
-    no rows-per-component cap, so that the map is invertible). FastICA's convergence is
-    recorded in ``converged_`` rather than warned about."""
+    ``n_components`` whitened directions (an int: the top K; "all": every direction of the
+    code, :func:`numerical_rank` of them, with no rows-per-component cap, so that the map is
+    invertible on what the code holds). FastICA's convergence is recorded in ``converged_``
+    rather than warned about."""
+    if n_components == "all":
+        n_components, rows = max(1, numerical_rank(train_codes)), None
+    else:
+        rows = ROWS_PER_COMPONENT
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return WhitenedICA(n_components=n_components, random_state=seed, max_iter=ICA_MAX_ITER,
-                           rows_per_component=None if n_components == "all" else ROWS_PER_COMPONENT,
-                           ).fit(train_codes)
+                           rows_per_component=rows).fit(train_codes)
 
 
 def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_train: int,
@@ -264,7 +277,7 @@ def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_t
                 trend.append({"epochs": e, "steps": steps, "model": key,
                               **{s: float(sc[s]) for s in INFOMEC}})
     return {"dataset": dataset, "model": model, "seed": seed, "factor_names": list(names),
-            "rows": rows, "nmi": nmis, "codes": {k: np.asarray(v, dtype=np.float32) for k, v in codes.items()},
+            "rows": rows, "nmi": nmis, "codes": {k: np.asarray(v, dtype=np.float64) for k, v in codes.items()},
             "trend": trend, "ica": ica_info, "ica_trend_unconverged": ica_trend_unconverged,
             "infoe_unconverged": unconverged, "infoe_fits": fits,
             "losses": [float(v) for v in res.losses], "train_s": float(train_s),

@@ -20,7 +20,7 @@ One departure from the reference code, which standardises the latents and stops 
 MPI3D arm angle's cross-entropy 3.48 nats at 100 iterations against 2.96 at convergence),
 and it stops further from the optimum for a correlated code than for a whitened one, which
 biases every comparison with ICA. We *whiten* the latents instead (onto every direction
-of non-negligible variance, :func:`probe_inputs`) and let L-BFGS run to convergence (``max_iter=1000``; a
+of non-negligible variance, :func:`probe_inputs`) and let L-BFGS run to convergence (``max_iter=5000``; a
 ``ConvergenceWarning`` is no longer silenced). The unpenalised optimum does not change under
 an invertible linear map of the inputs, so this is the same quantity the reference code
 approximates, computed to convergence: whitening only makes the problem well conditioned.
@@ -41,7 +41,7 @@ from sklearn.preprocessing import LabelEncoder, OneHotEncoder, StandardScaler
 from scipy.special import digamma
 from threadpoolctl import threadpool_limits
 
-INFOE_MAX_ITER = 1000  # L-BFGS iterations allowed; whitened inputs converge in tens to hundreds
+INFOE_MAX_ITER = 5000  # L-BFGS iterations allowed; whitened inputs mostly converge in tens to hundreds
 # Directions of a code whose scale is below this fraction of its largest are rounding noise
 # of float32 models (a code of rank r stored in more columns), not information.
 PROBE_RTOL = 1e-5
