@@ -631,6 +631,8 @@ sns.heatmap(nmi[:, order], ax=ax, vmin=0, vmax=1, cmap="viridis",
             yticklabels=bench.factor_names[other], xticklabels=[f"z{j}" for j in order])
 ax.set(title=f"AE + ICA on {DATASET_LABELS[other]}", xlabel="latent")
 plt.show()
+
+# %%
 best = pd.DataFrame({"best latent's NMI": nmi.max(1),  # how much of the factor one latent carries
                      "its share of the factor's NMI": nmi.max(1) / np.maximum(nmi.sum(1), 1e-12)},
                     index=bench.factor_names[other]).sort_values("best latent's NMI", ascending=False)
