@@ -8,6 +8,7 @@ the device, and an optional tqdm bar (off inside notebooks: the runner shows pro
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,13 +34,15 @@ def _as_tensor(X) -> torch.Tensor:
 def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 1e-3,
         weight_decay: float = 0.0, seed: int = 0, device: str | torch.device = "cpu",
         y=None, progress: bool = False, grad_clip: float | None = None,
-        max_steps: int | None = None) -> TrainResult:
+        max_steps: int | None = None, callback: Callable[[int], None] | None = None) -> TrainResult:
     """Train ``model`` on ``X`` (and labels ``y``) by minimising ``model.loss(batch)``.
 
     Shuffling uses its own generator seeded by ``seed``, so the run is reproducible on CPU
     whatever else touched the global RNGs. ``max_steps`` stops after that many optimiser
     steps in all (a dry run exercises a paper-scale configuration in seconds); the result's
-    ``steps`` counts the steps taken.
+    ``steps`` counts the steps taken. ``callback(epochs_done)``, when given, runs after every
+    epoch with the model in eval mode (e.g. to score snapshots along one run: with a constant
+    learning rate, the snapshot after e epochs is the model a run of e epochs would give).
     """
     if epochs < 0 or batch_size < 1:
         raise ValueError(f"need epochs >= 0 and batch_size >= 1, got {epochs}, {batch_size}")
@@ -81,6 +84,10 @@ def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 
             total += float(loss.detach()) * len(idx)
             count += len(idx)
         result.losses.append(total / max(count, 1))
+        if callback is not None:
+            model.eval()
+            callback(len(result.losses))
+            model.train()
     result.seconds = time.perf_counter() - start
     model.eval()
     return result

@@ -2,19 +2,29 @@
 
 For each dataset: render ``n_train + n_eval`` distinct grid points once (the same images for
 every model and seed). For each seed and each trained model (AE, beta-VAE, beta-TCVAE,
-BioAE; one conv family, latent size 2 x number of factors): train with
+BioAE; one conv family, latent size ``latent_multiplier`` x number of factors): train with
 :func:`nearid.train.fit`, encode the held-out images deterministically, and score the codes
 against the factors with InfoMEC, DCI disentanglement and MIG. AE + ICA is no new training:
-:class:`nearid.ica.WhitenedICA` fitted on the AE's *training* codes, applied to its held-out
+:class:`nearid.ica.WhitenedICA` (whitening onto the top K principal components, K = number
+of factors, then FastICA) fitted on the AE's *training* codes and applied to its held-out
 codes, so it differs from the AE row only by the post-processing the paper proposes.
 
-:func:`run_benchmark` returns a tidy DataFrame (one row per dataset x model x seed) plus
-the NMI matrices; :func:`summarise` turns it into Table 2 (mean and std over seeds, per
-dataset and aggregated = mean over datasets within a seed).
+Every (dataset, model, seed) training run is one :class:`nearid.tasks.Task`
+(:func:`train_and_score`, a pure function of its arguments that renders its own images and
+scores its own codes); :func:`plan` lists the chapter's tasks and :func:`collect` turns
+their results into a :class:`BenchmarkResult`. The AE task also scores snapshots of the same
+run after fewer and more epochs (``trend_epochs``): the scale trend of the chapter. With a
+constant learning rate the snapshot after e epochs is exactly the model an e-epoch run gives.
+
+:func:`summarise` turns the scores into Table 2 (mean and std over seeds, per dataset and
+aggregated = mean over datasets within a seed); :func:`claims` decides the paper's claims
+from per-seed paired differences with t intervals (:mod:`nearid.verdicts`).
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -25,21 +35,31 @@ import pandas as pd
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
-from nearid.data.procedural import DATASETS, FACTOR_GRIDS, make_dataset
-from nearid.ica import WhitenedICA
+from nearid import paper
+from nearid.data.procedural import DATASET_LABELS, DATASETS, FACTOR_GRIDS, make_dataset, sample_factors
+from nearid.ica import ROWS_PER_COMPONENT, WhitenedICA
 from nearid.metrics.dci_mig import dci_disentanglement, mig
-from nearid.metrics.infomec import infomec
+from nearid.metrics.infomec import PROBE_RTOL, infomec
 from nearid.models.conv import CONV_MODELS, make_conv_model
+from nearid.tasks import Task, run_tasks
 from nearid.train import fit, predict
+from nearid.verdicts import Verdict, claim, paired_difference
 
 MODELS = (*CONV_MODELS, "ae_ica")
+BASELINES = ("beta_vae", "beta_tcvae", "bioae")
 MODEL_LABELS = {"ae": "AE", "beta_vae": "β-VAE", "beta_tcvae": "β-TCVAE", "bioae": "BioAE",
                 "ae_ica": "AE + ICA", "ae_ica_all": "AE + ICA (all 2K)"}
 # How many components the whitening step keeps before ICA: "k" = the number of factors
 # (whitening onto the top-K principal subspace, standard ICA practice when the number of
-# sources is known), "all" = every one of the 2K latents.
+# sources is known), "all" = every one of the latents.
 ICA_COMPONENTS = ("k", "all")
 SCORES = ("infom", "infoe", "infoc", "dci_d", "mig")
+INFOMEC = ("infom", "infoe", "infoc")
+SCORE_LABELS = {"infom": "InfoM", "infoe": "InfoE", "infoc": "InfoC", "dci_d": "DCI", "mig": "MIG"}
+ICA_MAX_ITER = 2000
+DRY_RUN_STEPS = 2  # optimiser steps per task in a dry run
+DRY_RUN_TRAIN = 512  # training images rendered in a dry run (2 steps use at most 128)
+DRY_RUN_EVAL = 500  # held-out images scored in a dry run
 
 # Every model-specific knob, stated once; the chapter's profile may override any of them.
 DEFAULT_HYPER: dict[str, dict] = {
@@ -52,15 +72,23 @@ DEFAULT_HYPER: dict[str, dict] = {
 
 @dataclass
 class BenchmarkResult:
-    """Scores (tidy), NMI matrices keyed by (dataset, model, seed), and timings."""
+    """Scores (tidy: one row per dataset x model x seed), the scale trend (one row per
+    dataset x model x seed x epochs budget), NMI matrices and held-out codes keyed by
+    (dataset, model, seed), and bookkeeping."""
 
     scores: pd.DataFrame
+    trend: pd.DataFrame = field(default_factory=pd.DataFrame)
     nmi: dict = field(default_factory=dict)
+    codes: dict = field(default_factory=dict)
     factor_names: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
     ica_converged: dict = field(default_factory=dict)
+    ica_components: dict = field(default_factory=dict)
+    infoe_unconverged: int = 0
+    infoe_fits: int = 0
 
 
+# --------------------------------------------------------------------------- one run
 def images_to_tensor(images: np.ndarray) -> torch.Tensor:
     """uint8 (N,H,W,3) -> float (N,3,H,W) in [0, 1]."""
     images = np.asarray(images)
@@ -69,44 +97,205 @@ def images_to_tensor(images: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(images).permute(0, 3, 1, 2).float().div_(255.0).contiguous()
 
 
-def score_codes(factors: np.ndarray, codes: np.ndarray, *, random_state: int = 0) -> dict:
-    """InfoM, InfoE, InfoC, DCI disentanglement and MIG of one code matrix, plus its NMI."""
-    r = infomec(factors, codes, random_state=random_state)
-    return {"infom": r["infom"], "infoe": r["infoe"], "infoc": r["infoc"],
-            "dci_d": dci_disentanglement(factors, codes, random_state=random_state),
-            "mig": mig(factors, codes), "nmi": r["nmi"],
-            "n_active": int(r["active_latents"].sum())}
+@functools.lru_cache(maxsize=1)
+def _rendered(dataset: str, n: int, image_size: int, data_seed: int, supersample: int):
+    # every task of one dataset renders the same images: keep the last dataset rendered in
+    # this process (a deterministic function's memo, not shared state: tasks stay pure)
+    return make_dataset(dataset, n, image_size, data_seed, supersample)
+
+
+def eval_factors(dataset: str, n_train: int, n_eval: int, data_seed: int = 0) -> np.ndarray:
+    """The factors of the held-out images (no rendering): rows n_train.. of the drawn grid points."""
+    return sample_factors(dataset, n_train + n_eval, data_seed)[n_train:]
+
+
+def _device(device: str | torch.device) -> torch.device:
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def score_codes(factors: np.ndarray, codes: np.ndarray, *, random_state: int = 0,
+                secondary: bool = True) -> dict:
+    """InfoM, InfoE, InfoC (and, with ``secondary``, DCI disentanglement and MIG) of one code
+    matrix, its NMI matrix, and how many of InfoE's logistic fits did not converge."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        r = infomec(factors, codes, random_state=random_state)
+    out = {"infom": r["infom"], "infoe": r["infoe"], "infoc": r["infoc"], "nmi": r["nmi"],
+           "n_active": int(r["active_latents"].sum()),
+           "infoe_unconverged": sum(issubclass(w.category, ConvergenceWarning) for w in caught),
+           "infoe_fits": 2 * factors.shape[1]}
+    if secondary:
+        out["dci_d"] = dci_disentanglement(factors, codes, random_state=random_state)
+        out["mig"] = mig(factors, codes)
+    return out
 
 
 def train_model(name: str, X: torch.Tensor, n_factors: int, *, seed: int, epochs: int,
                 batch_size: int, lr: float, width: int, hidden: int, hyper: dict | None = None,
-                device: str | torch.device = "cpu"):
-    """One conv model of kind ``name`` trained on images X (N,3,H,W); returns (model, TrainResult)."""
+                latent_multiplier: int = 2, device: str | torch.device = "cpu",
+                max_steps: int | None = None,
+                callback: Callable[[torch.nn.Module, int], None] | None = None):
+    """One conv model of kind ``name`` with ``latent_multiplier * n_factors`` latents trained
+    on images X (N,3,H,W); returns (model, TrainResult). ``callback(model, epochs_done)``
+    runs after every epoch (snapshots along the run)."""
     if name not in CONV_MODELS:
         raise ValueError(f"unknown trained model {name!r}; valid: {', '.join(CONV_MODELS)}")
+    if latent_multiplier < 1:
+        raise ValueError(f"latent_multiplier must be a positive integer, got {latent_multiplier}")
     knobs = {**DEFAULT_HYPER[name], **(hyper or {})}
     weight_decay = float(knobs.pop("weight_decay", 0.0))
     if name == "beta_tcvae":
         knobs.setdefault("dataset_size", len(X))
     torch.manual_seed(seed)
-    model = make_conv_model(name, 2 * n_factors, X.shape[-1], width, hidden, **knobs)
+    model = make_conv_model(name, latent_multiplier * n_factors, X.shape[-1], width, hidden, **knobs)
     result = fit(model, X, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
-                 seed=seed, device=device)
+                 seed=seed, device=device, max_steps=max_steps,
+                 callback=None if callback is None else (lambda done: callback(model, done)))
     return model, result
 
 
-def run_benchmark(*, datasets: Sequence[str] = DATASETS, seeds: Sequence[int] = (0,),
-                  models: Sequence[str] = MODELS, image_size: int = 32, n_train: int = 5000,
-                  n_eval: int = 2000, epochs: int = 10, batch_size: int = 64, lr: float = 1e-3,
-                  width: int = 16, hidden: int = 128, hyper: dict | None = None,
-                  data_seed: int = 0, supersample: int = 2, device: str | torch.device = "cpu",
-                  ica_components: str = "k",
-                  log: Callable[[str], None] | None = print) -> BenchmarkResult:
-    """Train and score every (dataset, model, seed); see the module docstring for the protocol.
+def numerical_rank(codes: np.ndarray, rtol: float = PROBE_RTOL) -> int:
+    """Directions of a code above float32 resolution: the models compute in float32, so a
+    code of rank r stored in more columns has its other directions filled with rounding
+    noise, which whitening would blow up to unit variance."""
+    z = np.asarray(codes, dtype=np.float64)
+    s = np.linalg.svd(z - z.mean(0), compute_uv=False)
+    return int((s > rtol * s[0]).sum()) if s.size and s[0] > 0 else 0
 
-    ``ica_components`` sets what ``ae_ica`` whitens onto (see :data:`ICA_COMPONENTS`); with
-    "k", the all-components variant is scored too, as ``ae_ica_all``, for comparison.
+
+def fit_ica(train_codes: np.ndarray, n_components: int | str, *, seed: int) -> WhitenedICA:
+    """The chapter's one ICA step: :class:`WhitenedICA` fitted on the training codes, onto
+    ``n_components`` whitened directions (an int: the top K; "all": every direction of the
+    code, :func:`numerical_rank` of them, with no rows-per-component cap, so that the map is
+    invertible on what the code holds). FastICA's convergence is recorded in ``converged_``
+    rather than warned about."""
+    if n_components == "all":
+        n_components, rows = max(1, numerical_rank(train_codes)), None
+    else:
+        rows = ROWS_PER_COMPONENT
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return WhitenedICA(n_components=n_components, random_state=seed, max_iter=ICA_MAX_ITER,
+                           rows_per_component=rows).fit(train_codes)
+
+
+def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_train: int,
+                    n_eval: int, epochs: int, batch_size: int, lr: float, width: int, hidden: int,
+                    hyper: dict | None = None, latent_multiplier: int = 2, data_seed: int = 0,
+                    supersample: int = 1, ica_components: str = "k",
+                    trend_epochs: Sequence[int] = (), secondary: bool = True,
+                    device: str = "auto", max_steps: int | None = None) -> dict:
+    """The chapter's task: train one model on one dataset with one seed and score it.
+
+    For ``model="ae"`` the result also holds the AE + ICA rows (ICA fitted on the training
+    codes; with ``ica_components="k"`` also the all-latents variant ``ae_ica_all``) and the
+    scale trend: InfoM/InfoE/InfoC of the AE and AE + ICA at every budget of
+    ``trend_epochs`` (the AE then trains for the largest of ``epochs`` and ``trend_epochs``;
+    its Table 2 rows are the snapshot after ``epochs``). Returns plain numbers and arrays:
+    ``rows`` {row: scores}, ``nmi`` and ``codes`` {row: array}, ``trend`` (list of dicts),
+    ``ica``, losses, seconds and steps.
     """
+    if model not in CONV_MODELS:
+        raise ValueError(f"unknown trained model {model!r}; valid: {', '.join(CONV_MODELS)}")
+    if ica_components not in ICA_COMPONENTS:
+        raise ValueError(f"ica_components must be one of {ICA_COMPONENTS}, got {ica_components!r}")
+    if dataset not in FACTOR_GRIDS:
+        raise ValueError(f"unknown dataset {dataset!r}; valid: {', '.join(DATASETS)}")
+    dev = _device(device)
+    images, factors, names = _rendered(dataset, n_train + n_eval, image_size, data_seed, supersample)
+    X = images_to_tensor(images)
+    Xtr, Xev, Fev = X[:n_train], X[n_train:], factors[n_train:]
+    K = len(names)
+    is_ae = model == "ae"
+    budgets = sorted({int(epochs), *(int(e) for e in trend_epochs)}) if is_ae else [int(epochs)]
+    snaps: dict[int, dict] = {}
+    snap_seconds = [0.0]
+
+    def snapshot(net: torch.nn.Module, done: int) -> None:
+        if done in budgets and done not in snaps:
+            t = time.perf_counter()
+            snaps[done] = {"eval": predict(net.encode, Xev, device=dev),
+                           "train": predict(net.encode, Xtr, device=dev) if is_ae else None}
+            snap_seconds[0] += time.perf_counter() - t
+
+    net, res = train_model(model, Xtr, K, seed=seed, epochs=max(budgets), batch_size=batch_size,
+                           lr=lr, width=width, hidden=hidden, hyper=hyper,
+                           latent_multiplier=latent_multiplier, device=dev, max_steps=max_steps,
+                           callback=snapshot)
+    train_s = res.seconds - snap_seconds[0]
+    for e in budgets:  # budgets a run cut short by max_steps (a dry run) never reached: its last state
+        if e not in snaps:
+            snaps[e] = {"eval": predict(net.encode, Xev, device=dev),
+                        "train": predict(net.encode, Xtr, device=dev) if is_ae else None}
+
+    t0 = time.perf_counter()
+    steps_per_epoch = math.ceil(n_train / batch_size)
+    head = snaps[int(epochs)]
+    codes = {model: head["eval"]}
+    ica_info: dict = {}
+    if is_ae:
+        variants = {"ae_ica": K if ica_components == "k" else "all"}
+        if ica_components == "k":
+            variants["ae_ica_all"] = "all"
+        for key, n_comp in variants.items():
+            ica = fit_ica(head["train"], n_comp, seed=seed)
+            codes[key] = ica.transform(head["eval"])
+            if key == "ae_ica":
+                ica_info = {"converged": bool(ica.converged_), "components": int(ica.n_components_),
+                            "variance_kept": float(ica.variance_kept_)}
+    rows, nmis = {}, {}
+    unconverged, fits = 0, 0
+    for key, Z in codes.items():
+        sc = score_codes(Fev, Z, random_state=seed, secondary=secondary)
+        nmis[key] = sc.pop("nmi")
+        unconverged += sc.pop("infoe_unconverged")
+        fits += sc.pop("infoe_fits")
+        rows[key] = sc
+    trend = []
+    ica_trend_unconverged = 0
+    if is_ae and trend_epochs:
+        for e in budgets:
+            if e not in {int(v) for v in trend_epochs}:
+                continue
+            steps = min(e * steps_per_epoch, res.steps)
+            if e == int(epochs):
+                entry = {"ae": rows["ae"], "ae_ica": rows["ae_ica"]}
+            else:
+                ica = fit_ica(snaps[e]["train"], K if ica_components == "k" else "all", seed=seed)
+                ica_trend_unconverged += int(not ica.converged_)
+                entry = {}
+                for key, Z in (("ae", snaps[e]["eval"]), ("ae_ica", ica.transform(snaps[e]["eval"]))):
+                    sc = score_codes(Fev, Z, random_state=seed, secondary=False)
+                    unconverged += sc["infoe_unconverged"]
+                    fits += sc["infoe_fits"]
+                    entry[key] = sc
+            for key, sc in entry.items():
+                trend.append({"epochs": e, "steps": steps, "model": key,
+                              **{s: float(sc[s]) for s in INFOMEC}})
+    return {"dataset": dataset, "model": model, "seed": seed, "factor_names": list(names),
+            "rows": rows, "nmi": nmis, "codes": {k: np.asarray(v, dtype=np.float64) for k, v in codes.items()},
+            "trend": trend, "ica": ica_info, "ica_trend_unconverged": ica_trend_unconverged,
+            "infoe_unconverged": unconverged, "infoe_fits": fits,
+            "losses": [float(v) for v in res.losses], "train_s": float(train_s),
+            "final_loss": float(res.losses[min(int(epochs), len(res.losses)) - 1]) if res.losses else float("nan"),
+            "score_s": time.perf_counter() - t0, "steps": int(res.steps), "epochs": int(max(budgets))}
+
+
+# --------------------------------------------------------------------------- the sweep
+def benchmark_tasks(*, datasets: Sequence[str] = DATASETS, seeds: Sequence[int] = (0,),
+                    models: Sequence[str] = MODELS, image_size: int = 32, n_train: int = 5000,
+                    n_eval: int = 2000, epochs: int = 10, batch_size: int = 64, lr: float = 1e-3,
+                    width: int = 16, hidden: int = 128, hyper: dict | None = None,
+                    latent_multiplier: int = 2, data_seed: int = 0, supersample: int = 2,
+                    ica_components: str = "k", trend_epochs: Sequence[int] = (),
+                    device: str = "auto", max_steps: int | None = None) -> list[Task]:
+    """One task per (dataset, seed, trained model), in that order (tasks of one dataset run
+    one after another, so a process renders each dataset once). ``ae_ica`` in ``models``
+    needs the AE task, which scores AE + ICA too."""
     if ica_components not in ICA_COMPONENTS:
         raise ValueError(f"ica_components must be one of {ICA_COMPONENTS}, got {ica_components!r}")
     bad = [d for d in datasets if d not in FACTOR_GRIDS]
@@ -115,54 +304,79 @@ def run_benchmark(*, datasets: Sequence[str] = DATASETS, seeds: Sequence[int] = 
     bad = [m for m in models if m not in MODELS]
     if bad:
         raise ValueError(f"unknown models {bad}; valid: {', '.join(MODELS)}")
+    if latent_multiplier < 1:
+        raise ValueError(f"latent_multiplier must be a positive integer, got {latent_multiplier}")
     hyper = hyper or {}
     trained = [m for m in CONV_MODELS if m in models or (m == "ae" and "ae_ica" in models)]
-    rows, nmis, names, seconds, ica_converged = [], {}, {}, {}, {}
+    per_epoch = math.ceil(n_train / batch_size)
+    tasks = []
     for ds in datasets:
-        t0 = time.perf_counter()
-        images, factors, factor_names = make_dataset(ds, n_train + n_eval, image_size, data_seed,
-                                                      supersample)
-        seconds[(ds, "render")] = time.perf_counter() - t0
-        names[ds] = factor_names
-        X = images_to_tensor(images)
-        Xtr, Xev, Fev = X[:n_train], X[n_train:], factors[n_train:]
-        K = len(factor_names)
         for seed in seeds:
-            for name in trained:
-                model, res = train_model(name, Xtr, K, seed=seed, epochs=epochs,
-                                         batch_size=batch_size, lr=lr, width=width, hidden=hidden,
-                                         hyper=hyper.get(name), device=device)
-                codes = {name: predict(model.encode, Xev, device=device)}
-                if name == "ae" and "ae_ica" in models:
-                    train_codes = predict(model.encode, Xtr, device=device)
-                    variants = {"ae_ica": K if ica_components == "k" else None}
-                    if ica_components == "k":
-                        variants["ae_ica_all"] = None
-                    for key, n_comp in variants.items():
-                        with warnings.catch_warnings():  # recorded in converged_ instead
-                            warnings.simplefilter("ignore", ConvergenceWarning)
-                            ica = WhitenedICA(n_components=n_comp, random_state=seed,
-                                              max_iter=2000).fit(train_codes)
-                        if key == "ae_ica":
-                            ica_converged[(ds, seed)] = ica.converged_
-                        codes[key] = ica.transform(codes["ae"])
-                for key, Z in codes.items():
-                    if key not in models and key != "ae_ica_all":
-                        continue
-                    t1 = time.perf_counter()
-                    sc = score_codes(Fev, Z, random_state=seed)
-                    nmis[(ds, key, seed)] = sc.pop("nmi")
-                    rows.append({"dataset": ds, "model": key, "seed": seed, **sc,
-                                 "train_s": res.seconds, "score_s": time.perf_counter() - t1,
-                                 "final_loss": res.losses[-1] if res.losses else float("nan")})
-                    if log:
-                        log(f"{ds:9s} {key:10s} seed {seed}: InfoM {sc['infom']:.2f} "
-                            f"InfoE {sc['infoe']:.2f} InfoC {sc['infoc']:.2f} "
-                            f"(train {res.seconds:.0f}s)")
-        seconds[(ds, "total")] = time.perf_counter() - t0
-    return BenchmarkResult(pd.DataFrame(rows), nmis, names, seconds, ica_converged)
+            for m in trained:
+                n_epochs = max([epochs, *trend_epochs]) if m == "ae" else epochs
+                steps = n_epochs * per_epoch
+                kw = dict(dataset=ds, model=m, seed=int(seed), image_size=image_size, n_train=n_train,
+                          n_eval=n_eval, epochs=epochs, batch_size=batch_size, lr=lr, width=width,
+                          hidden=hidden, hyper=dict(hyper.get(m, {})), latent_multiplier=latent_multiplier,
+                          data_seed=data_seed, supersample=supersample, ica_components=ica_components,
+                          trend_epochs=[int(e) for e in trend_epochs] if m == "ae" else [],
+                          device=device, max_steps=max_steps)
+                tasks.append(Task(train_and_score, kw, kind=f"ch05:{m}", gpu=True,
+                                  label=f"{DATASET_LABELS[ds]:9s} {MODEL_LABELS[m]:8s} seed {seed} "
+                                        f"({n_epochs} epochs)",
+                                  steps=steps if max_steps is None else min(steps, max_steps)))
+    return tasks
 
 
+def plan(P) -> list[Task]:
+    """The chapter's tasks for resolved parameters ``P`` (what ``nearid plan`` lists and the
+    chapter runs). A dry run (``P.dry_run``) renders at most :data:`DRY_RUN_TRAIN` training
+    and :data:`DRY_RUN_EVAL` held-out images and stops every model after
+    :data:`DRY_RUN_STEPS` optimiser steps: the full profile's shapes, not its numbers."""
+    dry = bool(P.get("dry_run", False))
+    return benchmark_tasks(
+        datasets=P["datasets"], seeds=[P["seed"] + i for i in range(P["seeds"])], models=MODELS,
+        image_size=P["image_size"], n_train=min(P["n_train"], DRY_RUN_TRAIN) if dry else P["n_train"],
+        n_eval=min(P["n_eval"], DRY_RUN_EVAL) if dry else P["n_eval"], epochs=P["epochs"],
+        batch_size=P["batch_size"], lr=P["lr"], width=P["width"], hidden=P["hidden"],
+        hyper=P["hyper"], latent_multiplier=P["latent_multiplier"], data_seed=P["seed"],
+        supersample=P["supersample"], ica_components=P["ica_components"],
+        trend_epochs=P["trend_epochs"], device=P["device"],
+        max_steps=DRY_RUN_STEPS if dry else None)
+
+
+def collect(results: Sequence[dict]) -> BenchmarkResult:
+    """The tasks' results as one :class:`BenchmarkResult` (tidy tables in task order)."""
+    rows, trend = [], []
+    out = BenchmarkResult(scores=pd.DataFrame())
+    for r in results:
+        ds, m, seed = r["dataset"], r["model"], r["seed"]
+        out.factor_names[ds] = r["factor_names"]
+        out.seconds[(ds, m, seed)] = r["train_s"]
+        for key, sc in r["rows"].items():
+            rows.append({"dataset": ds, "model": key, "seed": seed, **sc, "train_s": r["train_s"],
+                         "score_s": r["score_s"], "final_loss": r["final_loss"], "steps": r["steps"]})
+            out.nmi[(ds, key, seed)] = r["nmi"][key]
+            out.codes[(ds, key, seed)] = r["codes"][key]
+        trend += [{"dataset": ds, "seed": seed, **t} for t in r["trend"]]
+        if r["ica"]:
+            out.ica_converged[(ds, seed)] = r["ica"]["converged"]
+            out.ica_components[(ds, seed)] = r["ica"]
+        out.infoe_unconverged += r["infoe_unconverged"]
+        out.infoe_fits += r["infoe_fits"]
+    out.scores = pd.DataFrame(rows)
+    out.trend = pd.DataFrame(trend)
+    return out
+
+
+def run_benchmark(*, executor: str | None = None, scheduler: str | None = None,
+                  log: Callable[[str], None] | None = print, **settings) -> BenchmarkResult:
+    """:func:`benchmark_tasks` run through :func:`nearid.tasks.run_tasks` and collected."""
+    tasks = benchmark_tasks(**settings)
+    return collect(run_tasks(tasks, executor=executor, scheduler=scheduler, log=log))
+
+
+# --------------------------------------------------------------------------- Table 2
 def summarise(scores: pd.DataFrame) -> pd.DataFrame:
     """Mean and std over seeds per (dataset, model), plus dataset = "aggregated" (the mean over
     datasets within each seed, then mean and std over seeds). Columns: <score>_mean/_std."""
@@ -190,3 +404,116 @@ def table2_payload(summary: pd.DataFrame, datasets: Sequence[str] = (*DATASETS, 
             out.setdefault(row.dataset, {})[row.model] = {
                 s: float(getattr(row, f"{s}_{stat}")) for s in SCORES}
     return out
+
+
+def paper_comparison(summary: pd.DataFrame, datasets: Sequence[str]) -> list[dict]:
+    """Every Table 2 number the paper prints for a row we train (AE, the three baselines,
+    AE + ICA), beside our mean over seeds: records for the summary page. ``quoted`` marks
+    the paper's rows that it quoted from Hsu et al. (2023) instead of running."""
+    ours = summary.set_index(["dataset", "model"])
+    cols = [*datasets, "aggregated"] if set(datasets) == set(paper.TABLE2_DATASETS) else list(datasets)
+    out = []
+    for m in MODELS:
+        for ds in cols:
+            for i, s in enumerate(INFOMEC):
+                if (ds, m) not in ours.index:
+                    continue
+                label = "aggregated" if ds == "aggregated" else DATASET_LABELS[ds]
+                out.append({"table": "Table 2", "row": MODEL_LABELS[m], "column": f"{label} {SCORE_LABELS[s]}",
+                            "ours": float(ours.loc[(ds, m), f"{s}_mean"]), "paper": paper.TABLE2[m][ds][i],
+                            "quoted": m in paper.TABLE2_QUOTED_FROM_HSU})
+    return out
+
+
+# --------------------------------------------------------------------------- verdicts
+def paired_differences(scores: pd.DataFrame, a: str, b: str, score: str,
+                       datasets: Sequence[str]) -> pd.DataFrame:
+    """Per seed (rows), ``score`` of model ``a`` minus model ``b`` on each dataset (columns),
+    and their mean over datasets ("aggregated"): the paired units of the verdicts."""
+    wide = scores.pivot_table(index="seed", columns=["model", "dataset"], values=score)
+    diff = wide[a][list(datasets)] - wide[b][list(datasets)]
+    diff["aggregated"] = diff[list(datasets)].mean(axis=1)
+    return diff
+
+
+def _paper_difference(a: str, b: str, ds: str, score: str) -> float | None:
+    if ds not in paper.TABLE2[a]:
+        return None
+    i = INFOMEC.index(score)
+    return round(paper.TABLE2[a][ds][i] - paper.TABLE2[b][ds][i], 2)
+
+
+def claims(scores: pd.DataFrame, *, datasets: Sequence[str], section: str = "ch05-verdict") -> dict:
+    """The chapter's verdicts (``nearid.verdicts.claim`` records), each from per-seed paired
+    differences with a 95% t interval:
+
+    * ``ica_vs_ae_<score>_<dataset>``: AE + ICA raises InfoM / InfoE / InfoC over the AE it
+      post-processes, on each dataset and aggregated (mean over datasets within a seed);
+    * ``ica_vs_<baseline>_<score>_aggregated``: AE + ICA's aggregated InfoM / InfoE is above
+      each trained baseline's (the paper: "state-of-the-art disentanglement").
+
+    ``paper`` is the paper's difference for the same pair of rows (its aggregated numbers
+    are over all four datasets, so it is None when a subset is run).
+    """
+    out = {}
+    full = set(datasets) == set(paper.TABLE2_DATASETS)
+    n_seeds = scores["seed"].nunique()
+    for score in INFOMEC:
+        diff = paired_differences(scores, "ae_ica", "ae", score, datasets)
+        for ds in [*datasets, "aggregated"]:
+            where = "mean over datasets" if ds == "aggregated" else DATASET_LABELS[ds]
+            v = paired_difference(diff[ds].to_numpy(), method="t")
+            theirs = _paper_difference("ae_ica", "ae", ds, score) if (full or ds != "aggregated") else None
+            out[f"ica_vs_ae_{score}_{ds}"] = claim(
+                v, f"AE + ICA has higher {SCORE_LABELS[score]} than the AE it post-processes ({where})",
+                section=section, paper=theirs,
+                ours_label=f"{SCORE_LABELS[score]}(AE + ICA) - {SCORE_LABELS[score]}(AE), mean of {n_seeds} seeds")
+    for b in BASELINES:
+        if b not in set(scores["model"]):
+            continue
+        for score in ("infom", "infoe"):
+            diff = paired_differences(scores, "ae_ica", b, score, datasets)
+            v = paired_difference(diff["aggregated"].to_numpy(), method="t")
+            out[f"ica_vs_{b}_{score}_aggregated"] = claim(
+                v, f"AE + ICA has higher {SCORE_LABELS[score]} than {MODEL_LABELS[b]} (mean over datasets)",
+                section=section, paper=_paper_difference("ae_ica", b, "aggregated", score) if full else None,
+                ours_label=f"{SCORE_LABELS[score]}(AE + ICA) - {SCORE_LABELS[score]}({MODEL_LABELS[b]}), "
+                           f"mean of {n_seeds} seeds")
+    return out
+
+
+# --------------------------------------------------------------------------- scale trend
+def trend_differences(trend: pd.DataFrame, datasets: Sequence[str], score: str) -> pd.DataFrame:
+    """Per (epochs, seed): ``score`` of AE + ICA minus AE, per dataset and aggregated."""
+    wide = trend.pivot_table(index=["epochs", "steps", "seed"], columns=["model", "dataset"], values=score)
+    diff = wide["ae_ica"][list(datasets)] - wide["ae"][list(datasets)]
+    diff["aggregated"] = diff[list(datasets)].mean(axis=1)
+    return diff
+
+
+def trend_summary(trend: pd.DataFrame, datasets: Sequence[str],
+                  scores: Sequence[str] = ("infom", "infoe")) -> pd.DataFrame:
+    """One row per (score, epochs budget): aggregated AE and AE + ICA levels (mean over seeds)
+    and the paired difference AE + ICA - AE with its 95% t interval over seeds."""
+    rows = []
+    for score in scores:
+        level = (trend[trend["dataset"].isin(datasets)]
+                 .groupby(["epochs", "model", "seed"])[score].mean().unstack("model"))
+        diff = trend_differences(trend, datasets, score)
+        for (epochs, steps), d in diff.groupby(level=["epochs", "steps"]):
+            v = paired_difference(d["aggregated"].to_numpy(), method="t")
+            lv = level.loc[epochs]
+            rows.append({"score": score, "epochs": int(epochs), "steps": int(steps),
+                         "ae": float(lv["ae"].mean()), "ae_ica": float(lv["ae_ica"].mean()),
+                         "difference": v.estimate, "low": v.low, "high": v.high, "verdict": v.verdict})
+    return pd.DataFrame(rows)
+
+
+def trend_change(trend: pd.DataFrame, datasets: Sequence[str], score: str) -> Verdict:
+    """Does the aggregated gain of AE + ICA over AE grow from the smallest to the largest
+    budget? Paired by seed: gain(largest) - gain(smallest), 95% t interval."""
+    diff = trend_differences(trend, datasets, score)["aggregated"].unstack("seed")
+    lo, hi = diff.index.get_level_values("epochs").min(), diff.index.get_level_values("epochs").max()
+    first = diff.xs(lo, level="epochs").iloc[0]
+    last = diff.xs(hi, level="epochs").iloc[0]
+    return paired_difference(last.to_numpy(), first[last.index].to_numpy(), method="t")

@@ -13,8 +13,18 @@ the choices that decide the numbers are:
   K sources; InfoC the same over sources with the L active latents in place of K;
 * InfoE = mean over sources of (H_null - CE) / H_null, CE the in-sample cross-entropy of an
   unpenalised (``C=np.inf``), class-balanced multinomial logistic regression from the
-  standardised latents (one-hot for integer latents), H_null the same model fitted on a
-  constant input.
+  latents (one-hot for integer latents), H_null the same model fitted on a constant input.
+
+One departure from the reference code, which standardises the latents and stops L-BFGS at
+100 iterations: on an autoencoder's correlated latents that fit is far from converged (an
+MPI3D arm angle's cross-entropy 3.48 nats at 100 iterations against 2.96 at convergence),
+and it stops further from the optimum for a correlated code than for a whitened one, which
+biases every comparison with ICA. We *whiten* the latents instead (onto every direction
+of non-negligible variance, :func:`probe_inputs`) and let L-BFGS run to convergence (``max_iter=5000``; a
+``ConvergenceWarning`` is no longer silenced). The unpenalised optimum does not change under
+an invertible linear map of the inputs, so this is the same quantity the reference code
+approximates, computed to convergence: whitening only makes the problem well conditioned.
+Directions below float32 resolution (:data:`PROBE_RTOL`) are rounding noise and are left out.
 
 Guards for the degenerate cases the reference code divides by zero in: a latent (or a
 source) whose NMI is zero everywhere spreads its share uniformly (contributes 0); with a
@@ -24,15 +34,17 @@ with no active latent InfoM = InfoC = 0.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss, mutual_info_score
 from sklearn.preprocessing import LabelEncoder, OneHotEncoder, StandardScaler
 from scipy.special import digamma
 from threadpoolctl import threadpool_limits
+
+INFOE_MAX_ITER = 5000  # L-BFGS iterations allowed; whitened inputs mostly converge in tens to hundreds
+# Directions of a code whose scale is below this fraction of its largest are rounding noise
+# of float32 models (a code of rank r stored in more columns), not information.
+PROBE_RTOL = 1e-5
 
 
 def _check(sources, latents) -> tuple[np.ndarray, np.ndarray]:
@@ -197,22 +209,38 @@ def infom_infoc(nmi: np.ndarray, active: np.ndarray) -> tuple[float, float]:
 
 
 def _cross_entropy(X: np.ndarray, y: np.ndarray, max_iter: int) -> float:
+    """In-sample cross-entropy (nats) of an unpenalised, class-balanced multinomial logistic
+    regression; a fit that does not converge raises scikit-learn's ConvergenceWarning."""
     model = LogisticRegression(C=np.inf, class_weight="balanced", solver="lbfgs",
                                max_iter=max_iter, tol=1e-4)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        model.fit(X, y)
+    model.fit(X, y)
     return float(log_loss(y, model.predict_proba(X), labels=model.classes_))
 
 
-def infoe(sources, latents, discrete_latents: bool | None = None, max_iter: int = 100) -> float:
-    """Mean over sources of (H_null - CE) / H_null from multinomial logistic regression."""
+def probe_inputs(latents, discrete_latents: bool | None = None) -> np.ndarray:
+    """What InfoE's logistic regression reads: one-hot codes for integer latents, else the
+    latents whitened onto every direction whose scale exceeds :data:`PROBE_RTOL` of the
+    largest (a single zero column when no latent varies). Whitening is an invertible linear
+    map of the informative part, so it leaves the unpenalised optimum unchanged and makes
+    L-BFGS converge."""
+    z = np.asarray(latents)
+    if _is_discrete(z, discrete_latents):
+        return OneHotEncoder(sparse_output=False).fit_transform(z)
+    zc = z.astype(np.float64) - z.mean(0)
+    _, s, Vt = np.linalg.svd(zc, full_matrices=False)
+    keep = s > PROBE_RTOL * s[0] if s.size and s[0] > 0 else np.zeros(s.shape, dtype=bool)
+    if not keep.any():
+        return np.zeros((len(z), 1))
+    return zc @ Vt[keep].T * (np.sqrt(len(z) - 1) / s[keep])
+
+
+def infoe(sources, latents, discrete_latents: bool | None = None,
+          max_iter: int = INFOE_MAX_ITER) -> float:
+    """Mean over sources of (H_null - CE) / H_null: how much of each source a linear
+    (multinomial logistic) read-out of the whole code recovers, in-sample."""
     s, z = _check(sources, latents)
     s = encode_sources(s)
-    if _is_discrete(z, discrete_latents):
-        X = OneHotEncoder(sparse_output=False).fit_transform(z)
-    else:
-        X = StandardScaler().fit_transform(z.astype(np.float64))
+    X = probe_inputs(z, discrete_latents)
     null = np.zeros((len(s), 1))
     scores = []
     # small problems: threaded BLAS inside L-BFGS costs 10x more than it saves (measured)
@@ -228,7 +256,7 @@ def infoe(sources, latents, discrete_latents: bool | None = None, max_iter: int 
 
 
 def infomec(sources, latents, discrete_latents: bool | None = None, n_neighbors: int = 10,
-            random_state: int | None = 0, max_iter: int = 100) -> dict:
+            random_state: int | None = 0, max_iter: int = INFOE_MAX_ITER) -> dict:
     """InfoM, InfoE, InfoC of ``latents`` (N, L) against ``sources`` (N, K), plus the NMI
     matrix and the active-latent mask. Higher is better for all three."""
     s, z = _check(sources, latents)

@@ -2,51 +2,210 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nearid.experiments import ch05_disentanglement
+from nearid import paper
+from nearid.book.profiles import resolve
+from nearid.experiments import ch05_disentanglement as ch05
+from nearid.tasks import Task
+
+TINY = dict(dataset="shapes3d", model="ae", seed=0, image_size=16, n_train=130, n_eval=80, epochs=1,
+            batch_size=64, lr=1e-3, width=4, hidden=16, supersample=1, device="cpu")
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return ch05_disentanglement.run_benchmark(datasets=["shapes3d"], seeds=[0], image_size=16, n_train=130,
-                                              n_eval=80, epochs=1, width=4, hidden=16, supersample=1, log=None)
+    return ch05.run_benchmark(datasets=["shapes3d"], seeds=[0], image_size=16, n_train=130, n_eval=80,
+                              epochs=1, width=4, hidden=16, supersample=1, trend_epochs=[1, 2],
+                              device="cpu", log=None)
+
+
+@pytest.fixture(scope="module")
+def ae_trend():
+    """One AE task trained to 2 epochs with snapshots after 1 and 2."""
+    return ch05.train_and_score(**TINY, trend_epochs=[1, 2], secondary=False)
 
 
 def test_benchmark_rows_and_ica_variants(tiny):
-    models = set(tiny.scores.model)
-    assert models == {*ch05_disentanglement.MODELS, "ae_ica_all"}
-    assert set(tiny.scores.columns) >= {"dataset", "model", "seed", *ch05_disentanglement.SCORES}
-    nmi = tiny.nmi[("shapes3d", "ae_ica", 0)]
-    assert nmi.shape == (6, 6)  # K factors x K components after whitening onto K
-    # "all" whitens onto all 2K = 12 directions (130 training rows allow up to 13)
-    assert tiny.nmi[("shapes3d", "ae_ica_all", 0)].shape == (6, 12)
+    assert set(tiny.scores.model) == {*ch05.MODELS, "ae_ica_all"}
+    assert set(tiny.scores.columns) >= {"dataset", "model", "seed", *ch05.SCORES}
+    assert tiny.nmi[("shapes3d", "ae_ica", 0)].shape == (6, 6)  # K factors x K components
+    # "all" whitens onto every direction the code uses (at most 2K = 12), with no
+    # rows-per-component cap (130 rows would allow 13)
+    assert 6 < tiny.nmi[("shapes3d", "ae_ica_all", 0)].shape[1] <= 12
+    assert tiny.codes[("shapes3d", "ae", 0)].shape == (80, 12)
+    assert set(tiny.trend.epochs) == {1, 2} and set(tiny.trend.model) == {"ae", "ae_ica"}
+    assert tiny.ica_components[("shapes3d", 0)]["components"] == 6
+    assert tiny.infoe_fits > 0
 
 
-def test_all_components_variant_has_no_extra_row():
-    res = ch05_disentanglement.run_benchmark(datasets=["shapes3d"], seeds=[0], models=["ae", "ae_ica"],
-                                             image_size=16, n_train=130, n_eval=64, epochs=1, width=4,
-                                             hidden=16, supersample=1, ica_components="all", log=None)
-    assert set(res.scores.model) == {"ae", "ae_ica"}
-    assert res.nmi[("shapes3d", "ae_ica", 0)].shape == (6, 12)
+def test_ica_on_all_latents_keeps_infoe(tiny):
+    """Whitening + ICA onto all 2K latents is invertible: InfoE's unpenalised probe sees the
+    same information; keeping K of 2K directions is not."""
+    s = tiny.scores.set_index("model")
+    assert s.loc["ae_ica_all", "infoe"] == pytest.approx(s.loc["ae", "infoe"], abs=3e-3)
+
+
+def test_snapshot_equals_a_shorter_run(ae_trend):
+    """With a constant learning rate the AE after 1 of 2 epochs is the AE of a 1-epoch run,
+    and the snapshot after 2 epochs is the AE of a 2-epoch run."""
+    one = ch05.train_and_score(**TINY, secondary=False)
+    np.testing.assert_array_equal(one["codes"]["ae"], ae_trend["codes"]["ae"])
+    assert one["rows"]["ae_ica"]["infom"] == ae_trend["rows"]["ae_ica"]["infom"]
+    two = ch05.train_and_score(**{**TINY, "epochs": 2}, secondary=False)
+    at2 = {t["model"]: t for t in ae_trend["trend"] if t["epochs"] == 2}
+    for key in ("ae", "ae_ica"):
+        for s in ch05.INFOMEC:
+            assert at2[key][s] == pytest.approx(two["rows"][key][s], abs=1e-12), (key, s)
+    assert ae_trend["steps"] == 2 * 3 and ae_trend["epochs"] == 2  # ceil(130 / 64) = 3 per epoch
+    assert [t["steps"] for t in ae_trend["trend"] if t["model"] == "ae"] == [3, 6]
+
+
+def test_task_is_deterministic_and_plain(ae_trend):
+    again = ch05.train_and_score(**TINY, trend_epochs=[1, 2], secondary=False)
+    np.testing.assert_array_equal(again["codes"]["ae_ica"], ae_trend["codes"]["ae_ica"])
+    assert again["trend"] == ae_trend["trend"]
+    assert all(isinstance(v, np.ndarray) for v in ae_trend["codes"].values())
+
+
+def test_latent_multiplier_and_baseline_task():
+    r = ch05.train_and_score(**{**TINY, "model": "bioae"}, latent_multiplier=3, secondary=False,
+                             trend_epochs=[1, 2])
+    assert set(r["rows"]) == {"bioae"} and r["trend"] == [] and r["epochs"] == 1
+    assert r["codes"]["bioae"].shape == (80, 18)
+    assert r["nmi"]["bioae"].shape == (6, 18)
+    with pytest.raises(ValueError, match="latent_multiplier"):
+        ch05.train_and_score(**TINY, latent_multiplier=0)
+
+
+def test_max_steps_cuts_the_run_and_fills_every_budget():
+    r = ch05.train_and_score(**TINY, trend_epochs=[1, 3], max_steps=2, secondary=False)
+    assert r["steps"] == 2
+    assert {t["epochs"] for t in r["trend"]} == {1, 3}
 
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="ica_components"):
-        ch05_disentanglement.run_benchmark(datasets=["shapes3d"], ica_components="half", log=None)
+        ch05.benchmark_tasks(datasets=["shapes3d"], ica_components="half")
     with pytest.raises(ValueError, match="unknown datasets"):
-        ch05_disentanglement.run_benchmark(datasets=["dsprites"], log=None)
+        ch05.benchmark_tasks(datasets=["dsprites"])
     with pytest.raises(ValueError, match="unknown models"):
-        ch05_disentanglement.run_benchmark(datasets=["shapes3d"], models=["vae"], log=None)
+        ch05.benchmark_tasks(datasets=["shapes3d"], models=["vae"])
+    with pytest.raises(ValueError, match="unknown trained model"):
+        ch05.train_and_score(**{**TINY, "model": "ae_ica"})
+
+
+def test_numerical_rank_ignores_float32_noise():
+    rng = np.random.default_rng(0)
+    Z = (rng.normal(size=(300, 4)) @ rng.normal(size=(4, 10))).astype(np.float32).astype(np.float64)
+    assert ch05.numerical_rank(Z) == 4 and np.linalg.matrix_rank(Z) > 4  # float32 rounding lifts it
+    ica = ch05.fit_ica(Z, "all", seed=0)
+    assert ica.n_components_ == 4
+    assert ch05.fit_ica(rng.normal(size=(50, 10)), "all", seed=0).n_components_ == 10  # no 50 // 10 cap
+
+
+def test_all_components_variant_has_no_extra_row():
+    res = ch05.run_benchmark(datasets=["shapes3d"], seeds=[0], models=["ae", "ae_ica"], image_size=16,
+                             n_train=130, n_eval=64, epochs=1, width=4, hidden=16, supersample=1,
+                             ica_components="all", device="cpu", log=None)
+    assert set(res.scores.model) == {"ae", "ae_ica"}
+    assert res.nmi[("shapes3d", "ae_ica", 0)].shape[1] > 6
+
+
+@pytest.mark.parametrize("profile", ["smoke", "quick", "full"])
+def test_plan_lists_one_task_per_training_run(profile):
+    P = resolve("05_disentanglement", profile, {})
+    tasks = ch05.plan(P)
+    assert len(tasks) == len(P.datasets) * P.seeds * 4
+    assert all(isinstance(t, Task) and t.fn is ch05.train_and_score and t.gpu for t in tasks)
+    per_epoch = -(-P.n_train // P.batch_size)
+    ae = [t for t in tasks if t.kind == "ch05:ae"]
+    assert len(ae) == len(P.datasets) * P.seeds
+    assert ae[0].steps == max(P.trend_epochs) * per_epoch
+    assert [t for t in tasks if t.kind == "ch05:bioae"][0].steps == P.epochs * per_epoch
+    assert all(t.kwargs["max_steps"] is None for t in tasks)
+    assert all(t.kwargs["trend_epochs"] == [] for t in tasks if t.kind != "ch05:ae")
+    assert [t.kwargs["dataset"] for t in tasks[:4]] == [P.datasets[0]] * 4  # one dataset at a time
+
+
+def test_dry_run_plan_cuts_steps_and_data():
+    P = resolve("05_disentanglement", "full", {"dry_run": True})
+    tasks = ch05.plan(P)
+    assert all(t.kwargs["max_steps"] == ch05.DRY_RUN_STEPS and t.steps == ch05.DRY_RUN_STEPS for t in tasks)
+    assert all(t.kwargs["n_train"] == ch05.DRY_RUN_TRAIN and t.kwargs["n_eval"] == ch05.DRY_RUN_EVAL
+               for t in tasks)
+    assert tasks[0].kwargs["image_size"] == 64 and tasks[0].kwargs["width"] == P.width
+
+
+def _fake_scores(gain: dict, seeds=(0, 1, 2)):
+    """AE at 0.4 + seed noise; AE + ICA = AE + gain[dataset] (+ tiny seed wobble); baselines 0.5."""
+    rows = []
+    for ds in paper.TABLE2_DATASETS:
+        for seed in seeds:
+            base = 0.4 + 0.01 * seed
+            for m, v in (("ae", base), ("ae_ica", base + gain[ds] + 0.002 * (seed - 1)),
+                         ("beta_vae", 0.5), ("beta_tcvae", 0.5 + 0.01 * seed), ("bioae", 0.3 + 0.01 * seed)):
+                rows.append({"dataset": ds, "model": m, "seed": seed, **{s: v for s in ch05.SCORES}})
+    return pd.DataFrame(rows)
+
+
+def test_claims_decide_by_paired_intervals():
+    gain = {"shapes3d": 0.2, "mpi3d": -0.1, "falcor3d": 0.0005, "isaac3d": 0.1}
+    out = ch05.claims(_fake_scores(gain), datasets=list(paper.TABLE2_DATASETS))
+    assert out["ica_vs_ae_infom_shapes3d"]["verdict"] == "holds"
+    assert out["ica_vs_ae_infom_mpi3d"]["verdict"] == "fails"
+    assert out["ica_vs_ae_infom_falcor3d"]["verdict"] == "inconclusive"
+    assert out["ica_vs_ae_infom_aggregated"]["estimate"] == pytest.approx(np.mean(list(gain.values())))
+    assert out["ica_vs_ae_infom_shapes3d"]["paper"] == pytest.approx(0.79 - 0.34)
+    assert out["ica_vs_ae_infoe_aggregated"]["paper"] == pytest.approx(0.83 - 0.76)
+    assert out["ica_vs_bioae_infom_aggregated"]["verdict"] == "holds"
+    assert out["ica_vs_beta_vae_infom_aggregated"]["paper"] == pytest.approx(0.06)
+    assert len(out) == 4 * 3 + 3 + 3 * 2
+    for rec in out.values():
+        assert {"claim", "estimate", "low", "high", "verdict", "n", "method", "paper", "section"} <= set(rec)
+        assert rec["method"] == "t" and rec["n"] == 3 and rec["section"] == "ch05-verdict"
+    # a subset of datasets has no paper number for the aggregate (the paper's is over all four)
+    sub = ch05.claims(_fake_scores(gain), datasets=["shapes3d", "mpi3d"])
+    assert sub["ica_vs_ae_infom_aggregated"]["paper"] is None
+    assert sub["ica_vs_ae_infom_shapes3d"]["paper"] is not None
+
+
+def test_paper_comparison_records():
+    summary = ch05.summarise(_fake_scores(dict.fromkeys(paper.TABLE2_DATASETS, 0.1)))
+    recs = ch05.paper_comparison(summary, list(paper.TABLE2_DATASETS))
+    assert len(recs) == 5 * 5 * 3  # models x (4 datasets + aggregated) x (InfoM, InfoE, InfoC)
+    r = next(r for r in recs if r["row"] == "AE + ICA" and r["column"] == "Shapes3D InfoM")
+    assert r["paper"] == 0.79 and r["ours"] == pytest.approx(0.51) and r["table"] == "Table 2"
+    assert next(r for r in recs if r["row"] == "β-VAE")["quoted"]
+    assert not r["quoted"]
+
+
+def test_trend_summary_and_change():
+    rows = []
+    for ds in paper.TABLE2_DATASETS:
+        for seed in (0, 1, 2):
+            for epochs, gain in ((2, 0.0), (4, 0.05), (8, 0.1)):
+                rows.append({"dataset": ds, "seed": seed, "epochs": epochs, "steps": 10 * epochs,
+                             "model": "ae", "infom": 0.4, "infoe": 0.5, "infoc": 0.2})
+                rows.append({"dataset": ds, "seed": seed, "epochs": epochs, "steps": 10 * epochs,
+                             "model": "ae_ica", "infom": 0.4 + gain + 0.01 * seed, "infoe": 0.5 - gain,
+                             "infoc": 0.3})
+    trend = pd.DataFrame(rows)
+    t = ch05.trend_summary(trend, list(paper.TABLE2_DATASETS)).set_index(["score", "epochs"])
+    assert t.loc[("infom", 8), "difference"] == pytest.approx(0.11)
+    assert t.loc[("infom", 8), "verdict"] == "holds" and t.loc[("infoe", 8), "verdict"] == "fails"
+    assert t.loc[("infom", 4), "steps"] == 40 and t.loc[("infom", 2), "ae_ica"] == pytest.approx(0.41)
+    grow = ch05.trend_change(trend, list(paper.TABLE2_DATASETS), "infom")
+    assert grow.estimate == pytest.approx(0.1) and grow.n == 3
 
 
 def test_summarise_and_payload():
-    rows = [{"dataset": d, "model": m, "seed": s, **{k: v for k in ch05_disentanglement.SCORES}}
+    rows = [{"dataset": d, "model": m, "seed": s, **{k: v for k in ch05.SCORES}}
             for d, v0 in (("shapes3d", 0.2), ("mpi3d", 0.4)) for m in ("ae", "ae_ica")
             for s, v in ((0, v0), (1, v0 + 0.2))]
-    summary = ch05_disentanglement.summarise(pd.DataFrame(rows))
-    payload = ch05_disentanglement.table2_payload(summary, datasets=["shapes3d", "mpi3d", "aggregated"])
+    summary = ch05.summarise(pd.DataFrame(rows))
+    payload = ch05.table2_payload(summary, datasets=["shapes3d", "mpi3d", "aggregated"])
     assert payload["shapes3d"]["ae"]["infom"] == pytest.approx(0.3)
     assert payload["aggregated"]["ae_ica"]["infom"] == pytest.approx(0.4)
-    std = ch05_disentanglement.table2_payload(summary, stat="std", datasets=["mpi3d"])
+    std = ch05.table2_payload(summary, stat="std", datasets=["mpi3d"])
     assert std["mpi3d"]["ae"]["infom"] == pytest.approx(np.std([0.4, 0.6], ddof=1))
     with pytest.raises(ValueError, match="lack columns"):
-        ch05_disentanglement.summarise(pd.DataFrame(rows).drop(columns="mig"))
+        ch05.summarise(pd.DataFrame(rows).drop(columns="mig"))

@@ -1,14 +1,18 @@
 import time
+import warnings
 
 import numpy as np
 import pytest
 from scipy.stats import ortho_group
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_selection import mutual_info_classif
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss
 from sklearn.preprocessing import StandardScaler
 
 from nearid.data.procedural import sample_factors
-from nearid.metrics.infomec import (active_latents, infom_infoc, infoe, infomec,
-                                    mutual_info_knn, nmi_matrix)
+from nearid.metrics.infomec import (active_latents, encode_sources, infom_infoc, infoe, infomec,
+                                    mutual_info_knn, nmi_matrix, probe_inputs)
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +114,60 @@ def test_ten_thousand_by_twelve_is_fast():
     r = infomec(F, Z)
     assert time.perf_counter() - t < 30
     assert r["nmi"].shape == (9, 12)
+
+
+@pytest.fixture(scope="module")
+def entangled():
+    """An autoencoder-like code: a nonlinear mix of MPI3D's factors (two 40-valued) spread
+    over 14 correlated latents with scales from 1 to 0.01, plus a little noise."""
+    F = sample_factors("mpi3d", 1500, seed=0)
+    rng = np.random.default_rng(0)
+    S = encode_sources(F).astype(float)
+    S = S / S.max(0) * 2 - 1
+    Z = np.tanh(S @ rng.normal(size=(S.shape[1], 14)))
+    Z = Z @ np.diag(np.logspace(0, -2, 14)) @ ortho_group.rvs(14, random_state=0)
+    return F, Z + 0.01 * rng.standard_normal(Z.shape)
+
+
+def _converged_ce(X, y):
+    """Reference: Newton's method on the standardised latents, a different solver."""
+    m = LogisticRegression(C=np.inf, class_weight="balanced", solver="newton-cholesky", max_iter=200)
+    m.fit(X, y)
+    return log_loss(y, m.predict_proba(X), labels=m.classes_)
+
+
+def test_infoe_converges_where_the_reference_setting_does_not(entangled):
+    F, Z = entangled
+    y = encode_sources(F)[:, 5]  # a 40-valued arm angle
+    with warnings.catch_warnings(record=True) as old:
+        warnings.simplefilter("always")
+        LogisticRegression(C=np.inf, class_weight="balanced", max_iter=100).fit(
+            StandardScaler().fit_transform(Z), y)
+    assert any(issubclass(w.category, ConvergenceWarning) for w in old)  # the case is realistic
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        value = infoe(F, Z)  # no ConvergenceWarning for any of the seven sources
+    E = encode_sources(F)
+    Xs = StandardScaler().fit_transform(Z)
+    # with balanced class weights the best constant prediction is uniform: H_null = log(classes)
+    ref = np.mean([1 - _converged_ce(Xs, E[:, i]) / np.log(len(np.unique(E[:, i])))
+                   for i in range(E.shape[1])])
+    assert value == pytest.approx(ref, abs=2e-3)
+
+
+def test_infoe_is_invariant_to_invertible_linear_maps(entangled):
+    F, Z = entangled
+    A = np.random.default_rng(1).normal(size=(14, 14))  # invertible, far from orthogonal
+    assert infoe(F, Z @ A) == pytest.approx(infoe(F, Z), abs=2e-3)
+    # keeping only some directions is not invertible: InfoE can only fall
+    assert infoe(F, Z[:, :3]) < infoe(F, Z) - 0.05
+
+
+def test_probe_inputs_whiten_and_handle_degenerate_codes():
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(200, 3)) @ np.array([[1.0, 0.9, 0.0], [0.0, 0.1, 0.0], [0.0, 0.0, 5.0]])
+    X = probe_inputs(np.c_[Z, np.full(200, 3.0), Z[:, :1] + 1e-9 * rng.normal(size=(200, 1))])  # dead unit, float noise
+    assert X.shape == (200, 3)
+    np.testing.assert_allclose(np.cov(X, rowvar=False), np.eye(3), atol=1e-8)
+    assert probe_inputs(np.ones((50, 2))).shape == (50, 1)
+    assert infoe(np.c_[np.arange(50) % 2, np.arange(50) % 3], np.ones((50, 2))) == pytest.approx(0, abs=1e-6)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nearid.book.params import DEVICE, POSITIVE, POSITIVE_INT, SEED, Interval, ListOf, Mapping, Options, Rule
-from nearid.book.profiles.shared import POWER_OF_TWO
+from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, POWER_OF_TWO, SCHEDULER
 
 
 def _datasets() -> tuple[str, ...]:
@@ -23,31 +23,40 @@ def _smallest_grid(datasets) -> int:
     return min(grid_size(d) for d in datasets)
 
 
+# epochs: every Table 2 row trains this long; trend_epochs: the AE's snapshots (same run,
+# trained to the largest) scored for the scale trend; latent_multiplier: latents per factor.
 PROFILES = {
     "smoke": dict(seed=0, seeds=2, datasets=["shapes3d", "mpi3d", "falcor3d", "isaac3d"],
                   image_size=16, supersample=1, n_train=160, n_eval=120, epochs=1,
-                  batch_size=64, lr=1e-3, width=8, hidden=32, hyper={}, ica_components="k",
-                  heatmap_dataset="shapes3d", traversal_size=32, device="auto"),
-    "quick": dict(seed=0, seeds=2, datasets=["shapes3d", "mpi3d", "falcor3d", "isaac3d"],
-                  image_size=32, supersample=1, n_train=3000, n_eval=1000, epochs=12,
-                  batch_size=64, lr=2e-3, width=16, hidden=128, hyper={}, ica_components="k",
-                  heatmap_dataset="shapes3d", traversal_size=64, device="auto"),
+                  trend_epochs=[1, 2, 3], batch_size=64, lr=1e-3, width=8, hidden=32, hyper={},
+                  latent_multiplier=2, ica_components="k", heatmap_dataset="shapes3d",
+                  traversal_size=32, device="auto", executor="auto", scheduler="", dry_run=False),
+    "quick": dict(seed=0, seeds=3, datasets=["shapes3d", "mpi3d", "falcor3d", "isaac3d"],
+                  image_size=32, supersample=1, n_train=3000, n_eval=1000, epochs=8,
+                  trend_epochs=[2, 4, 8, 16], batch_size=64, lr=2e-3, width=16, hidden=128,
+                  hyper={}, latent_multiplier=2, ica_components="k", heatmap_dataset="shapes3d",
+                  traversal_size=64, device="auto", executor="auto", scheduler="", dry_run=False),
     "full": dict(seed=0, seeds=5, datasets=["shapes3d", "mpi3d", "falcor3d", "isaac3d"],
                  image_size=64, supersample=2, n_train=100000, n_eval=10000, epochs=30,
-                 batch_size=64, lr=1e-3, width=32, hidden=256, hyper={}, ica_components="k",
-                 heatmap_dataset="shapes3d", traversal_size=64, device="auto"),
+                 trend_epochs=[8, 15, 30, 60], batch_size=64, lr=1e-3, width=32, hidden=256,
+                 hyper={}, latent_multiplier=2, ica_components="k", heatmap_dataset="shapes3d",
+                 traversal_size=64, device="auto", executor="auto", scheduler="", dry_run=False),
 }
 
 CONSTRAINTS = dict(
     seed=SEED, seeds=Interval(int, 2), datasets=ListOf(Options(_datasets), unique=True),
     image_size=POWER_OF_TWO, supersample=POSITIVE_INT, n_train=Interval(int, 10),
-    n_eval=Interval(int, 20), epochs=POSITIVE_INT, batch_size=POSITIVE_INT, lr=POSITIVE,
-    width=POSITIVE_INT, hidden=POSITIVE_INT, hyper=Mapping(Options(_ch05("MODELS"))),
-    ica_components=Options(_ch05("ICA_COMPONENTS")), heatmap_dataset=Options(_datasets),
-    traversal_size=POWER_OF_TWO, device=DEVICE,
+    n_eval=Interval(int, 20), epochs=POSITIVE_INT,
+    trend_epochs=ListOf(POSITIVE_INT, min_len=3, unique=True), batch_size=POSITIVE_INT,
+    lr=POSITIVE, width=POSITIVE_INT, hidden=POSITIVE_INT, hyper=Mapping(Options(_ch05("MODELS"))),
+    latent_multiplier=Interval(int, 1, 8), ica_components=Options(_ch05("ICA_COMPONENTS")),
+    heatmap_dataset=Options(_datasets), traversal_size=POWER_OF_TWO, device=DEVICE,
+    executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
 )
 
 RULES = [
+    Rule(("epochs", "trend_epochs"), lambda p: p["epochs"] in p["trend_epochs"],
+         "trend_epochs must include epochs (the trend passes through Table 2's budget)"),
     Rule(("heatmap_dataset", "datasets"), lambda p: p["heatmap_dataset"] in p["datasets"],
          "heatmap_dataset must be one of the datasets run"),
     Rule(("n_train", "n_eval", "datasets"),
