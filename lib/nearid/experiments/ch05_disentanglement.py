@@ -321,7 +321,7 @@ def benchmark_tasks(*, datasets: Sequence[str] = DATASETS, seeds: Sequence[int] 
                           data_seed=data_seed, supersample=supersample, ica_components=ica_components,
                           trend_epochs=[int(e) for e in trend_epochs] if m == "ae" else [],
                           device=device, max_steps=max_steps)
-                tasks.append(Task(train_and_score, kw, kind=f"ch05:{m}", gpu=True,
+                tasks.append(Task(train_and_score, kw, kind=f"ch05:{m}", gpu=str(device) != "cpu",
                                   label=f"{DATASET_LABELS[ds]:9s} {MODEL_LABELS[m]:8s} seed {seed} "
                                         f"({n_epochs} epochs)",
                                   steps=steps if max_steps is None else min(steps, max_steps)))

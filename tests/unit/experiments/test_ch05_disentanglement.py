@@ -115,7 +115,7 @@ def test_plan_lists_one_task_per_training_run(profile):
     P = resolve("05_disentanglement", profile, {})
     tasks = ch05.plan(P)
     assert len(tasks) == len(P.datasets) * P.seeds * 4
-    assert all(isinstance(t, Task) and t.fn is ch05.train_and_score and t.gpu for t in tasks)
+    assert all(isinstance(t, Task) and t.fn is ch05.train_and_score and t.gpu for t in tasks)  # device "auto"
     per_epoch = -(-P.n_train // P.batch_size)
     ae = [t for t in tasks if t.kind == "ch05:ae"]
     assert len(ae) == len(P.datasets) * P.seeds
