@@ -25,6 +25,23 @@ class TrainResult:
     steps: int = 0  # optimiser steps taken
 
 
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """"auto" = CUDA when torch sees a device, else the CPU; "cuda" without one is an error.
+
+    Tasks call this where they run (a Dask worker may have a GPU the submitting machine
+    lacks), so every experiment resolves "auto" the same way.
+    """
+    if isinstance(device, torch.device):
+        return device
+    if device not in ("auto", "cpu", "cuda") and not str(device).startswith("cuda:"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device={device!r} was asked for but torch sees no CUDA device")
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
 def _as_tensor(X) -> torch.Tensor:
     if isinstance(X, torch.Tensor):
         return X.float()

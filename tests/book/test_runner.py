@@ -249,11 +249,17 @@ def test_interrupt_stops_the_kernel_and_cleans_up(project):
         time.sleep(1.0)
         os.kill(os.getpid(), signal.SIGINT)
 
+    # a job started in the background of a shell inherits SIGINT ignored: Ctrl-C's default
+    # behaviour is what is tested here, whatever the test run inherited
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     thread = threading.Thread(target=interrupt_when_running, daemon=True)
     thread.start()
     start = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        runner.run_chapter("98", "smoke", root=project)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner.run_chapter("98", "smoke", root=project)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     thread.join()
     assert time.monotonic() - start < 120
     assert not list(out.glob(".*running*"))

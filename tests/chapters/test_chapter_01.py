@@ -1,24 +1,9 @@
+"""Chapter 01 in smoke: the definitions' illustrations, its verdicts, its exercises."""
+
 import nbformat
+from chapter_checks import assert_exercises_ran, assert_verdicts
 
 from nearid.book.runner import run_chapter
-from nearid.verdicts import VERDICTS
-
-CONTRACT = {"claim", "estimate", "low", "high", "verdict", "n", "method", "threshold", "paper", "section",
-            "ours_label"}
-
-
-def solution_cells(nb) -> tuple[int, list]:
-    """(number of exercises, code cells inside solution-start ... solution-end dropdowns)."""
-    exercises, inside, cells = 0, False, []
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            exercises += cell.source.count("```{exercise}")
-            start, end = cell.source.rfind("{solution-start}"), cell.source.rfind("{solution-end}")
-            if start != end:  # the later marker decides (one cell may end a solution and start the next)
-                inside = start > end
-        elif inside:
-            cells.append(cell)
-    return exercises, cells
 
 
 def test_chapter_01_smoke(tmp_path, mnist_root):
@@ -29,15 +14,8 @@ def test_chapter_01_smoke(tmp_path, mnist_root):
     assert set(res["ica_amari"]) == {"laplace", "uniform"}
     # smoke has no Gaussian sources: only the sample-size claim is decided
     assert set(res["verdicts"]) == {"ica_unmixes_with_n"}
-    for rec in res["verdicts"].values():
-        assert CONTRACT <= set(rec) and rec["verdict"] in VERDICTS
-        assert rec["section"] == "ch01-verdict" and rec["low"] <= rec["estimate"] <= rec["high"]
-    nb = nbformat.read(tmp_path / "01_definitions.ipynb", as_version=4)
-    exercises, cells = solution_cells(nb)
-    assert exercises >= 3 and len(cells) >= 3
-    for cell in cells:  # every solution executed, without error, and showed something
-        assert cell.execution_count is not None
-        assert cell.outputs and not any(o.output_type == "error" for o in cell.outputs)
+    assert_verdicts(res["verdicts"], sections={"ch01-verdict"})
+    assert_exercises_ran(tmp_path / "01_definitions.ipynb")
 
 
 def test_chapter_01_dry_run_subsamples(tmp_path, mnist_root):

@@ -2,27 +2,11 @@ import json
 
 import nbformat
 import pytest
+from chapter_checks import assert_exercises_ran, assert_verdicts
 
 from nearid.book.runner import run_chapter
-from nearid.verdicts import VERDICTS
 
-CONTRACT = {"claim", "estimate", "low", "high", "verdict", "n", "method", "threshold", "paper", "section",
-            "ours_label"}
 CLAIMS = {"error_falls_with_delta", "ae_ica_recovers_axes", "ica_aligns_seeds", "seeds_differ_by_rotation"}
-
-
-def solution_cells(nb) -> tuple[int, list]:
-    """(number of exercises, code cells inside solution-start ... solution-end dropdowns)."""
-    exercises, inside, cells = 0, False, []
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            exercises += cell.source.count("```{exercise}")
-            start, end = cell.source.rfind("{solution-start}"), cell.source.rfind("{solution-end}")
-            if start != end:  # the later marker decides (one cell may end a solution and start the next)
-                inside = start > end
-        elif inside:
-            cells.append(cell)
-    return exercises, cells
 
 
 @pytest.fixture
@@ -44,18 +28,12 @@ def test_chapter_02_smoke(tmp_path, mnist_root, task_cache):
     assert res["bilipschitz"]["0.0"] == 1.0 and res["bilipschitz"]["0.5"] > 1.0
     assert res["sources"] == "uniform"
     assert set(res["verdicts"]) == CLAIMS
-    for rec in [*res["verdicts"].values(), *res["hypotheses"].values()]:
-        assert CONTRACT <= set(rec) and rec["verdict"] in VERDICTS
-        assert rec["section"] in ("ch02-verdict", "ch02-weight-decay")
+    assert_verdicts({**res["verdicts"], **res["hypotheses"]}, sections={"ch02-verdict", "ch02-weight-decay"})
     assert res["verdicts"]["ica_aligns_seeds"]["n"] == 150  # the evaluation half of 300 held-out inputs
     assert res["verdicts"]["ae_ica_recovers_axes"]["n"] == 2  # seeds
     assert res["verdicts"]["error_falls_with_delta"]["n"] == 4  # models
+    assert_exercises_ran(tmp_path / "02_isometric_dgp.ipynb")
     nb = nbformat.read(tmp_path / "02_isometric_dgp.ipynb", as_version=4)
-    exercises, cells = solution_cells(nb)
-    assert exercises >= 3 and len(cells) >= 3
-    for cell in cells:  # every solution executed, without error, and showed something
-        assert cell.execution_count is not None
-        assert cell.outputs and not any(o.output_type == "error" for o in cell.outputs)
     assert sum(bool(c.metadata.get("mystnb", {}).get("figure", {}).get("name")) for c in nb.cells) == 5
     # the run printed the run_tasks summary: 4 sweep models, 2 without weight decay, the blob model,
     # 2 extra seeds for the seed trend

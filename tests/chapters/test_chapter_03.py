@@ -1,9 +1,9 @@
 import json
 import re
 
-from nearid.book.results import VERDICT_KEYS
+from chapter_checks import assert_exercises_ran, assert_verdicts
+
 from nearid.book.runner import run_chapter
-from nearid.verdicts import VERDICTS
 
 METRICS = {"L_mean", "L_max", "L_mean_local", "rigid_error", "linear_error", "recon_error"}
 CLAIMS = {"leak_moves_L", "rigid_rises_with_L", "rigid_rises_with_Lmax", "recon_improves_with_L",
@@ -12,21 +12,6 @@ CLAIMS = {"leak_moves_L", "rigid_rises_with_L", "rigid_rises_with_Lmax", "recon_
 
 def _source(cell) -> str:
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-
-
-def solution_cells(nb) -> tuple[int, list]:
-    """(number of exercises, the code cells between each solution-start and solution-end)."""
-    n_exercises, inside, cells = 0, False, []
-    for cell in nb["cells"]:
-        src = _source(cell)
-        if cell["cell_type"] == "markdown":
-            n_exercises += len(re.findall(r"```\{exercise\}", src))
-            start, end = src.rfind("{solution-start}"), src.rfind("{solution-end}")
-            if start != end:  # the later of the two markers decides (one cell may close and open)
-                inside = start > end
-        elif inside:
-            cells.append(cell)
-    return n_exercises, cells
 
 
 def test_chapter_03_smoke(tmp_path, mnist_root):
@@ -54,25 +39,13 @@ def test_chapter_03_smoke(tmp_path, mnist_root):
     labels = set(re.findall(r"^\((ch03-[a-z-]+)\)=", "\n".join(_source(c) for c in nb["cells"]), flags=re.M))
     verdicts = res["verdicts"]
     assert CLAIMS <= set(verdicts)
-    for claim_id, rec in verdicts.items():
-        assert set(VERDICT_KEYS) <= set(rec), claim_id
-        assert rec["verdict"] in VERDICTS and rec["section"] in labels, claim_id
-        if rec["low"] is not None and rec["high"] is not None:
-            assert rec["low"] <= rec["estimate"] <= rec["high"], claim_id
+    assert_verdicts(verdicts, sections=labels)
     assert verdicts["leak_moves_L"]["method"] == "t" and verdicts["rigid_rises_with_L"]["method"] == "bootstrap"
     assert verdicts["rigid_rises_with_L"]["n"] == 4 and verdicts["recon_improves_with_L"]["n"] == 8
     fit = res["theory_fit"]["L_mean"]
     assert {"b", "c", "r2", "r2_through_origin"} <= set(fit) and fit["r2"] >= fit["r2_through_origin"] - 1e-9
 
-    # exercises: at least three, every solution cell executed without an error
-    n_exercises, cells = solution_cells(nb)
-    assert n_exercises >= 3
-    code = [c for c in cells if c["cell_type"] == "code" and "remove-cell" not in c["metadata"].get("tags", [])]
-    assert len(code) >= n_exercises
-    for cell in cells:
-        if cell["cell_type"] == "code":
-            assert cell["execution_count"] is not None
-            assert not [o for o in cell["outputs"] if o["output_type"] == "error"]
+    assert_exercises_ran(tmp_path / "03_bilipschitz.ipynb")
     # every figure is named and captioned
     figures = [c["metadata"]["mystnb"]["figure"] for c in nb["cells"] if "figure" in c["metadata"].get("mystnb", {})]
     assert {f["name"] for f in figures} == {"fig-03-bz", "fig-03-rigid", "fig-03-recon", "fig-03-digits",

@@ -5,6 +5,7 @@ import json
 import math
 
 import pytest
+from chapter_checks import assert_exercises_ran, assert_verdicts
 
 from nearid.book.runner import run_chapter
 from nearid.verdicts import VERDICTS
@@ -13,8 +14,6 @@ DATASETS = {"shapes3d", "mpi3d", "falcor3d", "isaac3d"}
 MODELS = {"ae", "beta_vae", "beta_tcvae", "bioae", "ae_ica"}
 EXTRA = {"ae_ica_all"}  # ICA on all 2K whitened latents, scored beside the main row
 SCORES = {"infom", "infoe", "infoc", "dci_d", "mig"}
-VERDICT_KEYS = {"claim", "estimate", "low", "high", "verdict", "n", "method", "threshold", "paper",
-                "section", "ours_label"}
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +50,8 @@ def test_chapter_05_verdicts_and_paper_comparison(smoke):
     res, _ = smoke
     verdicts = res["verdicts"]
     assert len(verdicts) == 4 * 3 + 3 + 3 * 2
-    for cid, rec in verdicts.items():
-        assert VERDICT_KEYS <= set(rec), cid
-        assert rec["verdict"] in VERDICTS and rec["method"] == "t" and rec["n"] == 2, cid
-        assert rec["section"] == "ch05-verdict"
-        assert rec["low"] is None or rec["low"] <= rec["estimate"] <= rec["high"]
+    assert_verdicts(verdicts, sections={"ch05-verdict"})
+    assert all(rec["method"] == "t" and rec["n"] == 2 for rec in verdicts.values())
     assert "ae_ica_beats_ae_infom" not in res  # no "k of n datasets" count by a strict > any more
     comp = res["paper_comparison"]
     assert len(comp) == 5 * 5 * 3
@@ -78,16 +74,7 @@ def test_chapter_05_scale_trend(smoke):
 @pytest.mark.chapter
 def test_chapter_05_exercises_ran(smoke):
     _, out = smoke
-    nb = json.loads((out / "05_disentanglement.ipynb").read_text())
-    cells = nb["cells"]
-    starts = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
-              and "```{solution-start}" in "".join(c["source"])]
-    exercises = [c for c in cells if c["cell_type"] == "markdown" and "```{exercise}" in "".join(c["source"])]
-    assert len(exercises) >= 3 and len(starts) >= 3
-    for i in starts:
-        code = cells[i + 1]
-        assert code["cell_type"] == "code" and code.get("execution_count"), i
-        assert not [o for o in code.get("outputs", []) if o.get("output_type") == "error"], i
-        assert code.get("outputs"), i  # a solution shows its result
+    assert_exercises_ran(out / "05_disentanglement.ipynb")
+    cells = json.loads((out / "05_disentanglement.ipynb").read_text())["cells"]
     for c in cells:  # nothing failed anywhere
         assert not [o for o in c.get("outputs", []) if o.get("output_type") == "error"]

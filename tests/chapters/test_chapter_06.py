@@ -1,17 +1,15 @@
 """Chapter 06 (cell microscopy) executes in the smoke profile, writes its results with verdicts
 and the paper comparison, and runs every exercise's solution."""
 
-import json
-
 import pytest
+from chapter_checks import assert_exercises_ran, assert_verdicts
 
 from nearid.book import profiles
 from nearid.book.params import InvalidParameterError
-from nearid.book.results import COMPARISON_KEYS, VERDICT_KEYS
+from nearid.book.results import COMPARISON_KEYS
 from nearid.book.runner import run_chapter
 from nearid.experiments.ch06_cellpaint import FEATURE_SETS, TABLE3_CLAIMS, TABLE4_CLAIMS
 from nearid.paper import TABLE3
-from nearid.verdicts import VERDICTS
 
 
 @pytest.mark.chapter
@@ -33,11 +31,8 @@ def test_chapter_06_smoke(tmp_path):
     assert 1 <= k <= 30 // res["params"]["rows_per_component"]
     # verdicts: every claim, with the contract's keys, decided three ways
     assert set(res["verdicts"]) == set(TABLE3_CLAIMS) | set(TABLE4_CLAIMS)
-    for cid, rec in res["verdicts"].items():
-        assert set(VERDICT_KEYS) <= set(rec), cid
-        assert rec["verdict"] in VERDICTS, cid
-        assert rec["section"] in ("ch06-verdict", "ch06-table4")
-        assert isinstance(rec["paper"], float)
+    assert_verdicts(res["verdicts"], sections={"ch06-verdict", "ch06-table4"})
+    assert all(isinstance(rec["paper"], float) for rec in res["verdicts"].values())
     # paper comparison: every number of Tables 3 and 4
     comp = res["paper_comparison"]
     assert len(comp) == len(TABLE3) * 2 * 4 + 4
@@ -48,17 +43,7 @@ def test_chapter_06_smoke(tmp_path):
     assert ks == [4, 8, 16]
     assert {r["claim"] for r in res["component_sweep_intervals"]} == {
         c for c, v in TABLE3_CLAIMS.items() if "base" not in v[1:3]}
-    # exercises: at least three, each solution cell executed without error
-    nb = json.loads((tmp_path / "06_cell_microscopy.ipynb").read_text())
-    cells = nb["cells"]
-    text = ["".join(c["source"]) for c in cells]
-    starts = [i for i, t in enumerate(text) if "```{solution-start}" in t]
-    assert sum("```{exercise}" in t for t in text) >= 3 and len(starts) >= 3
-    for i in starts:
-        solution = cells[i + 1]
-        assert solution["cell_type"] == "code" and solution.get("execution_count")
-        assert not [o for o in solution.get("outputs", []) if o["output_type"] == "error"]
-        assert [o for o in solution.get("outputs", []) if o["output_type"] == "stream"], text[i]
+    assert_exercises_ran(tmp_path / "06_cell_microscopy.ipynb")
 
 
 def test_component_rule_parameter():

@@ -48,3 +48,16 @@ def test_max_steps_stops_early_and_counts_steps():
     assert full.steps == 30
     short = fit(MLPAutoencoder(6, 2, hidden=(8,)), X, epochs=3, batch_size=10, max_steps=2)
     assert short.steps == 2 and len(short.losses) == 1
+
+
+def test_resolve_device():
+    from nearid.train import resolve_device
+
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(torch.device("cpu")) == torch.device("cpu")
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="device must be"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no CUDA device"):
+            resolve_device("cuda")

@@ -15,17 +15,11 @@ THREADS_ENV = "NEARID_NUM_THREADS"
 
 
 def pick_device(preference: str = "auto") -> "torch.device":  # noqa: F821
-    """CUDA when present (or asked for), else CPU; an unknown preference is an error."""
-    import torch
+    """CUDA when present (or asked for), else CPU; an unknown preference is an error
+    (:func:`nearid.train.resolve_device`, which the experiments' tasks use too)."""
+    from nearid.train import resolve_device
 
-    valid = ("auto", "cpu", "cuda")
-    if preference not in valid:
-        raise ValueError(f"device must be one of {valid}, got {preference!r}")
-    if preference == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device='cuda' was asked for but torch sees no CUDA device")
-    if preference == "cpu":
-        return torch.device("cpu")
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return resolve_device(preference)
 
 
 def setup(seed: int = 0, threads: int | None = None, deterministic: bool = True) -> "torch.device":  # noqa: F821

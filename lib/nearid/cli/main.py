@@ -167,10 +167,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="also write the estimates as JSON")
     p.set_defaults(func=_cmd_plan)
 
+    # `nearid align` parses its own arguments (nearid.cli.align): registering it here without
+    # importing it keeps every other command from loading scikit-learn before it can start
+    p = sub.add_parser("align", help="alignment table (Table 1) for two embedding files; "
+                       "`nearid align --help` for its options", add_help=False, prefix_chars="\0")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_cmd_align)
+    return parser
+
+
+def _cmd_align(args) -> int:
     from nearid.cli import align as align_cli
 
-    align_cli.add_parser(sub)
-    return parser
+    return align_cli.main(args.rest)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,7 +32,7 @@ from nearid.data.toy import IsometricDGP, blob_images
 from nearid.identifiability import pairs_table, row_difference, statistical_comparisons, structural_scores
 from nearid.models import MLPAutoencoder
 from nearid.tasks import Task, run_tasks
-from nearid.train import fit, predict
+from nearid.train import fit, predict, resolve_device
 from nearid.verdicts import Verdict, bootstrap_statistic, paired_difference
 
 MODEL_KIND, BLOB_KIND = "isometric-autoencoder", "blob-autoencoder"
@@ -40,13 +40,6 @@ DRY_RUN_STEPS = 2  # a dry run stops every training task after this many optimis
 DRY_RUN_EVAL_ROWS = 500  # ... and evaluates on at most this many held-out points
 DRY_RUN_ICA_ITER = 50  # ... with at most this many FastICA iterations (untrained codes are near-Gaussian)
 ICA_MAX_ITER = 1000
-
-
-def _device(name: str) -> torch.device:
-    """"auto" = CUDA when present, else CPU (tasks pick their device where they run)."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -66,7 +59,7 @@ def train_isometric(*, delta: float, seed: int, dgp_seed: int, sources: str, lat
     dgp = IsometricDGP(latent_dim, observed_dim, delta, sources=sources, random_state=dgp_seed)
     X, _ = dgp.sample(n_train, seed=dgp_seed + 1)
     Xt, Ut = dgp.sample(n_test, seed=dgp_seed + 2)
-    dev = _device(device)
+    dev = resolve_device(device)
     torch.manual_seed(seed)
     model = MLPAutoencoder(observed_dim, latent_dim, hidden=(hidden, hidden))
     res = fit(model, X, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
@@ -90,7 +83,7 @@ def train_blob(*, size: int, n_train: int, n_test: int, epochs: int, hidden: int
     X, _ = blob_images(n_train, size=size, seed=seed + 1)
     Xt, Ut = blob_images(n_test, size=size, seed=seed + 2)
     X, Xt = X.reshape(len(X), -1), Xt.reshape(len(Xt), -1)
-    dev = _device(device)
+    dev = resolve_device(device)
     torch.manual_seed(seed)
     model = MLPAutoencoder(X.shape[1], 2, hidden=(4 * hidden, hidden))
     res = fit(model, X, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,

@@ -31,7 +31,7 @@ from nearid.align import compare
 from nearid.lipschitz import bilipschitz_from_singular_values, jacobian_singular_values
 from nearid.models import MLPAutoencoder
 from nearid.tasks import Task, run_tasks
-from nearid.train import TrainResult, fit, predict
+from nearid.train import TrainResult, fit, predict, resolve_device
 from nearid.verdicts import Verdict, bootstrap_statistic, paired_difference
 
 SETTING = ["group", "alpha", "weight_decay"]
@@ -72,14 +72,6 @@ def load_images(dataset: str = "mnist", *, train: bool, n: int | None = None,
     return np.array(X), np.array(y)
 
 
-def _torch_device(device: str | torch.device) -> torch.device:
-    if isinstance(device, torch.device):
-        return device
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
 # --------------------------------------------------------------------------- one model
 def train_autoencoder(X, *, alpha: float, seed: int, latent_dim: int = 8,
                       hidden: Sequence[int] = (128, 64), epochs: int = 20, batch_size: int = 64,
@@ -94,13 +86,13 @@ def train_autoencoder(X, *, alpha: float, seed: int, latent_dim: int = 8,
     model = MLPAutoencoder(X.shape[1], latent_dim, hidden=hidden, encoder_slope=encoder_slope,
                            decoder_slope=alpha)
     result = fit(model, X, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
-                 seed=seed, device=_torch_device(device), max_steps=max_steps)
+                 seed=seed, device=resolve_device(device), max_steps=max_steps)
     return model, result
 
 
 def evaluate_autoencoder(model: MLPAutoencoder, X, *, device: str | torch.device = "cpu") -> dict:
     """Codes, reconstruction MSE (per pixel) and the decoder Jacobian's singular values on ``X``."""
-    device = _torch_device(device)
+    device = resolve_device(device)
     X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
     model = model.to(device).eval()
     Z = predict(model.encode, X, device=device)

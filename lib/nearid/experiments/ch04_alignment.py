@@ -35,7 +35,7 @@ import torch
 
 from nearid.models.sentence_encoders import ENCODER_LABELS
 from nearid.tasks import Task
-from nearid.train import fit, predict
+from nearid.train import fit, predict, resolve_device
 
 PAIRS = ("pythia", "mae", "chexpert", "resnet18", "sentence_encoders")
 # What we train or load for each row; the paper's own row names are nearid.paper.TABLE1_LABELS.
@@ -71,13 +71,6 @@ class Pair:
 def _log(verbose: bool, msg: str) -> None:
     if verbose:
         print(msg, flush=True)
-
-
-def _device(device) -> torch.device:
-    """"auto" = CUDA when torch sees one, else CPU; anything else as given."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def mnist_data(*, n_train: int, n_eval: int, root: str = "data"):
@@ -288,7 +281,7 @@ def embed_pair(*, pair: str, seed: int = 0, device: str = "auto", max_steps: int
     """
     torch.manual_seed(seed)
     np.random.seed(seed)
-    dev = _device(device)
+    dev = resolve_device(device)
     if pair in ("mae", "chexpert", "resnet18"):
         s = dict(settings)
         Xtr, ytr, Xev, yev = mnist_data(n_train=s.pop("n_train"), n_eval=s.pop("n_eval"), root=data_root)

@@ -42,7 +42,7 @@ from nearid.metrics.dci_mig import dci_disentanglement, mig
 from nearid.metrics.infomec import PROBE_RTOL, infomec
 from nearid.models.conv import CONV_MODELS, make_conv_model
 from nearid.tasks import Task, run_tasks
-from nearid.train import fit, predict
+from nearid.train import fit, predict, resolve_device
 from nearid.verdicts import Verdict, claim, paired_difference
 
 MODELS = (*CONV_MODELS, "ae_ica")
@@ -107,14 +107,6 @@ def _rendered(dataset: str, n: int, image_size: int, data_seed: int, supersample
 def eval_factors(dataset: str, n_train: int, n_eval: int, data_seed: int = 0) -> np.ndarray:
     """The factors of the held-out images (no rendering): rows n_train.. of the drawn grid points."""
     return sample_factors(dataset, n_train + n_eval, data_seed)[n_train:]
-
-
-def _device(device: str | torch.device) -> torch.device:
-    if isinstance(device, torch.device):
-        return device
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def score_codes(factors: np.ndarray, codes: np.ndarray, *, random_state: int = 0,
@@ -205,7 +197,7 @@ def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_t
         raise ValueError(f"ica_components must be one of {ICA_COMPONENTS}, got {ica_components!r}")
     if dataset not in FACTOR_GRIDS:
         raise ValueError(f"unknown dataset {dataset!r}; valid: {', '.join(DATASETS)}")
-    dev = _device(device)
+    dev = resolve_device(device)
     images, factors, names = _rendered(dataset, n_train + n_eval, image_size, data_seed, supersample)
     X = images_to_tensor(images)
     Xtr, Xev, Fev = X[:n_train], X[n_train:], factors[n_train:]

@@ -547,14 +547,6 @@ def example_crops(images, cell_well, wells: pd.DataFrame, *, max_batches: int = 
             "vmax": float(np.quantile(images, 0.995))}
 
 
-def _device(preference: str) -> str:
-    import torch
-
-    if preference == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device='cuda' was asked for but torch sees no CUDA device")
-    return "cuda" if preference != "cpu" and torch.cuda.is_available() else "cpu"
-
-
 def screen_embeddings(*, simulator: dict[str, Any], mae: dict[str, Any], seed: int = 0,
                       device: str = "auto", max_steps: int | None = None) -> dict[str, Any]:
     """The chapter's one training task: simulate the screen, train the MAE on its crops, embed
@@ -566,17 +558,18 @@ def screen_embeddings(*, simulator: dict[str, Any], mae: dict[str, Any], seed: i
     crops for a figure and the training curve.
     """
     from nearid.data.cell_simulator import CellPaintingSimulator
+    from nearid.train import resolve_device
 
     start = time.perf_counter()
     screen = CellPaintingSimulator(**simulator).simulate()
-    dev = _device(device)
+    dev = resolve_device(device)
     model, result = train_cell_mae(screen.images, **mae, seed=seed, device=dev, max_steps=max_steps)
     X = well_embeddings(model, screen.images, screen.cell_well, n_wells=screen.n_wells, device=dev)
     return {"embeddings": X, "wells": screen.wells, "well_factors": screen.well_factors,
             "examples": example_crops(screen.images, screen.cell_well, screen.wells),
             "n_cells": int(len(screen.images)), "image_size": int(screen.images.shape[-1]),
             "losses": [float(v) for v in result.losses], "steps": int(result.steps),
-            "seconds": time.perf_counter() - start, "device": dev}
+            "seconds": time.perf_counter() - start, "device": str(dev)}
 
 
 SIMULATOR_PARAMS = ("image_size", "n_batches", "controls_per_batch", "wells_per_guide", "cells_per_well",

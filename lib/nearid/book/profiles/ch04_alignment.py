@@ -56,8 +56,10 @@ PROFILES = {
                  executor="auto", scheduler="", dry_run=False),
 }
 
+# checked in this order: `pairs` (whose names live in the experiment module, which imports
+# torch) last, so that any other bad value fails before that import
 CONSTRAINTS = dict(
-    seed=SEED, device=DEVICE, pairs=ListOf(Options(_pairs), unique=True),
+    seed=SEED, device=DEVICE,
     fit_fraction=Interval(float, 0, 1, closed="neither"),
     mnist_train=Interval(int, 10, MNIST_TRAIN), mnist_eval=Interval(int, 20, MNIST_TEST),
     batch_size=POSITIVE_INT, lr=POSITIVE, mae_embed_dim=Interval(int, 8), mae_depth=POSITIVE_INT,
@@ -70,6 +72,7 @@ CONSTRAINTS = dict(
     ica_components=ComponentRule(), ica_grid=ListOf(Interval(int, 1), unique=True),
     trend_fractions=ListOf(Interval(float, 0, 1, closed="right"), min_len=2, unique=True),
     executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
+    pairs=ListOf(Options(_pairs), unique=True),
 )
 
 SHAKESPEARE_EVAL_BYTES = 495_000  # about the last 10% of the provisioned Shakespeare text, held out

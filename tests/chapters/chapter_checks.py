@@ -1,0 +1,55 @@
+"""Checks every chapter test makes on an executed chapter: its verdict records follow the
+contract the summary page reads, and every exercise's solution cell ran without error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+from nearid.book.results import VERDICT_KEYS
+from nearid.verdicts import VERDICTS
+
+CONTRACT = set(VERDICT_KEYS) | {"threshold", "ours_label"}
+
+
+def solution_cells(nb) -> tuple[int, list]:
+    """(number of exercises, the code cells between each solution-start and its solution-end)."""
+    exercises, inside, cells = 0, False, []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            exercises += cell.source.count("```{exercise}")
+            start, end = cell.source.rfind("{solution-start}"), cell.source.rfind("{solution-end}")
+            if start != end:  # the later marker decides (one cell may end a solution and start the next)
+                inside = start > end
+        elif inside:
+            cells.append(cell)
+    return exercises, cells
+
+
+def assert_exercises_ran(notebook: str | Path, minimum: int = 3) -> int:
+    """At least ``minimum`` exercises, and every solution code cell executed, showed
+    something and raised nothing; returns the number of exercises."""
+    nb = nbformat.read(notebook, as_version=4)
+    exercises, cells = solution_cells(nb)
+    shown = [c for c in cells if "remove-cell" not in c.metadata.get("tags", [])]
+    assert exercises >= minimum, f"{exercises} exercises"
+    assert len(shown) >= exercises, f"{len(shown)} solution cells for {exercises} exercises"
+    for cell in cells:
+        assert cell.execution_count is not None, cell.source[:80]
+        assert not any(o.output_type == "error" for o in cell.outputs), cell.source[:80]
+    for cell in shown:
+        assert cell.outputs, f"a solution shows its result: {cell.source[:80]}"
+    return exercises
+
+
+def assert_verdicts(verdicts: dict, sections: set[str] | None = None) -> None:
+    """Every record has the contract's keys, a valid verdict and an estimate inside its interval."""
+    assert verdicts, "no verdicts"
+    for claim_id, rec in verdicts.items():
+        assert CONTRACT <= set(rec), (claim_id, CONTRACT - set(rec))
+        assert rec["verdict"] in VERDICTS, claim_id
+        if rec["low"] is not None and rec["high"] is not None and rec["estimate"] is not None:
+            assert rec["low"] <= rec["estimate"] <= rec["high"], claim_id
+        if sections is not None:
+            assert rec["section"] in sections, (claim_id, rec["section"])
