@@ -30,8 +30,13 @@ def test_summary_reads_every_chapter_and_follows_a_changed_json(tmp_path):
     nb = nbformat.read(tmp_path / "07_summary.ipynb", as_version=4)
     shown = "".join(o.get("data", {}).get("text/markdown", "") for c in nb.cells for o in c.get("outputs", []))
     assert "{ref}`holds <ch04-verdict>`" in shown and "ICA closes part of the gap" in shown
-    # a chapter's results change by hand: the summary is stale and follows
+    # a chapter re-executed with the same verdicts (only its wall-clock fields differ): the
+    # summary stays as it is
     doc = json.loads((tmp_path / "04_alignment.json").read_text())
+    (tmp_path / "04_alignment.json").write_text(json.dumps({**doc, "seconds": 12.5}))
+    run_chapter("07", profile="smoke", out_dir=tmp_path)
+    assert len(json.loads((tmp_path / "timings.json").read_text())) == 1
+    # a chapter's results change by hand: the summary is stale and follows
     doc["verdicts"]["ica_beats_perm"].update(verdict="fails", estimate=-0.1, low=-0.2, high=-0.05)
     (tmp_path / "04_alignment.json").write_text(json.dumps(doc))
     res = run_chapter("07", profile="smoke", out_dir=tmp_path)

@@ -127,11 +127,18 @@ def reads(chapter: Chapter) -> tuple[str, ...]:
 
 
 def _inputs_digest(chapter: Chapter, out_dir: Path | None) -> str:
-    """sha256 of the results files a chapter reads: when one changes, the chapter is stale."""
+    """sha256 of what a chapter reads of other chapters' results (the entries its parameter
+    module names in ``READ_KEYS``, or whole files): when that changes, the chapter is stale."""
+    keys = profiles.READ_KEYS.get(chapter.key)
     h = hashlib.sha256()
     for name in reads(chapter):
         path = (out_dir or Path()) / f"{name}.json"
-        h.update(name.encode() + b"\0" + (path.read_bytes() if out_dir and path.is_file() else b"missing"))
+        data = path.read_bytes() if out_dir and path.is_file() else b"missing"
+        if keys is not None and data != b"missing":
+            with contextlib.suppress(json.JSONDecodeError, AttributeError):
+                doc = json.loads(data)
+                data = json.dumps({k: doc.get(k) for k in keys}, sort_keys=True).encode()
+        h.update(name.encode() + b"\0" + data)
     return h.hexdigest()
 
 

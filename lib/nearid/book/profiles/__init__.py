@@ -33,8 +33,8 @@ def module_name(chapter_key: str) -> str:
     return f"{__name__}.ch{chapter_key}"
 
 
-def _load() -> tuple[dict, dict, dict, dict]:
-    chapters, constraints, rules, reads = {}, {}, {}, {}
+def _load() -> tuple[dict, dict, dict, dict, dict]:
+    chapters, constraints, rules, reads, read_keys = {}, {}, {}, {}, {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if not (info.name.startswith("ch") and info.name[2:4].isdigit()):
             continue
@@ -44,14 +44,16 @@ def _load() -> tuple[dict, dict, dict, dict]:
         constraints[key] = module.CONSTRAINTS
         rules[key] = list(getattr(module, "RULES", []))
         reads[key] = tuple(getattr(module, "READS", ()))
-    return chapters, constraints, rules, reads
+        read_keys[key] = getattr(module, "READ_KEYS", None)
+    return chapters, constraints, rules, reads, read_keys
 
 
 CHAPTERS: dict[str, dict[str, dict[str, Any]]]
 CONSTRAINTS: dict[str, dict[str, Constraint]]
 RULES: dict[str, list[Rule]]
 READS: dict[str, tuple[str, ...]]  # chapters whose results a chapter reads (run before it)
-CHAPTERS, CONSTRAINTS, RULES, READS = _load()
+READ_KEYS: dict[str, tuple[str, ...] | None]  # ... and the entries of those results it uses (None: all)
+CHAPTERS, CONSTRAINTS, RULES, READS, READ_KEYS = _load()
 
 
 class Params(dict):
