@@ -43,6 +43,9 @@ def test_chapter_06_smoke(tmp_path):
     assert ks == [4, 8, 16]
     assert {r["claim"] for r in res["component_sweep_intervals"]} == {
         c for c, v in TABLE3_CLAIMS.items() if "base" not in v[1:3]}
+    # the scale trend decided every claim again at each MAE training budget
+    assert {r["epochs"] for r in res["scale_trend"]} == {1, 2}
+    assert {r["claim"] for r in res["scale_trend"]} == set(res["verdicts"])
     assert_exercises_ran(tmp_path / "06_cell_microscopy.ipynb")
 
 

@@ -595,19 +595,41 @@ def n_cells(sim: dict[str, Any]) -> int:
 
 
 def plan(P) -> list[Task]:
-    """The chapter's tasks for resolved parameters ``P``: one MAE trained on the simulated
-    screen and its wells embedded; none when real RxRx3-core embeddings are given."""
+    """The chapter's tasks for resolved parameters ``P``: the MAE trained on the simulated
+    screen for ``epochs`` and its wells embedded, then the same for every other budget of
+    ``trend_epochs`` (the scale trend), in that order; none for real RxRx3-core embeddings."""
     if P.get("rxrx_embeddings"):
         return []
     sim = simulator_params(P)
-    mae = {k: P[k] for k in MAE_PARAMS}
-    steps = P.epochs * math.ceil(n_cells(sim) / P.batch_size)
-    return [Task(screen_embeddings,
-                 dict(simulator=sim, mae=mae, seed=P.seed, device=P.device,
-                      max_steps=DRY_RUN_STEPS if P.get("dry_run") else None),
-                 kind="mae", gpu=P.device != "cpu", steps=steps,
-                 label=f"MAE ({P.embed_dim}-d, depth {P.depth}) trained on {n_cells(sim)} cells "
-                       f"of {P.image_size} px and {sim['n_batches']} batches; wells embedded")]
+    budgets = [P.epochs] + [e for e in P.get("trend_epochs", [P.epochs]) if e != P.epochs]
+    tasks = []
+    for epochs in budgets:
+        mae = {k: P[k] for k in MAE_PARAMS} | {"epochs": int(epochs)}
+        steps = epochs * math.ceil(n_cells(sim) / P.batch_size)
+        tasks.append(Task(screen_embeddings,
+                          dict(simulator=sim, mae=mae, seed=P.seed, device=P.device,
+                               max_steps=DRY_RUN_STEPS if P.get("dry_run") else None),
+                          kind="mae", gpu=P.device != "cpu", steps=steps,
+                          label=f"MAE ({P.embed_dim}-d, depth {P.depth}, {epochs} epochs) trained on "
+                                f"{n_cells(sim)} cells of {P.image_size} px and {sim['n_batches']} batches; "
+                                "wells embedded"))
+    return tasks
+
+
+def scale_trend(embeddings: dict[int, dict[str, Any]], *, n_boot: int | None = None,
+                **eval_params) -> pd.DataFrame:
+    """Every verdict of the chapter again for MAEs trained for other budgets (``embeddings``:
+    epochs -> the result of :func:`screen_embeddings`), with the same protocol: one row per
+    (epochs, claim) with the optimisation steps, the estimate, its interval and the verdict."""
+    rows = []
+    for epochs, emb in sorted(embeddings.items()):
+        out = evaluate(emb["embeddings"], emb["wells"], **eval_params)
+        seed = eval_params.get("seed", 0)
+        decided = {**table3_verdicts(out["per_fold"], seed=seed, n_boot=n_boot),
+                   **table4_verdicts(out["features"], condition_labels(emb["wells"]), seed=seed, n_boot=n_boot)}
+        for cid, v in decided.items():
+            rows.append(dict(epochs=int(epochs), steps=int(emb["steps"]), claim=cid, **v.to_dict()))
+    return pd.DataFrame(rows)
 
 
 def sweep_grid(P) -> list[int]:

@@ -219,9 +219,12 @@ def test_batch_share():
     assert ch06_cellpaint.batch_share(S[:, :5], wells) < 0.1
 
 
-def test_plan_is_one_mae_task_and_dry_run_cuts_it():
+def test_plan_is_one_mae_task_per_budget_and_dry_run_cuts_them():
     P = resolve("06", "quick")
-    (task,) = ch06_cellpaint.plan(P)
+    tasks = ch06_cellpaint.plan(P)
+    # the chapter's own budget first, then the other budgets of the scale trend
+    assert [t.kwargs["mae"]["epochs"] for t in tasks] == [12, 3, 6]
+    task = tasks[0]
     assert isinstance(task, Task) and task.kind == "mae" and task.gpu
     assert task.kwargs["max_steps"] is None
     cells = 6 * (48 + 15 * 3) * 12
@@ -246,7 +249,7 @@ def test_plan_is_empty_for_real_data(tmp_path):
 
 
 def test_screen_embeddings_task_returns_plain_data():
-    P = resolve("06", "smoke", {"n_batches": 2, "controls_per_batch": 2, "n_splits": 2})
+    P = resolve("06", "smoke", {"n_batches": 2, "controls_per_batch": 2, "n_splits": 2, "trend_epochs": [1]})
     (task,) = ch06_cellpaint.plan(P)
     out = Task(task.fn, dict(task.kwargs, max_steps=1, device="cpu"))()
     n_wells = 2 * (2 + 15)
@@ -256,3 +259,13 @@ def test_screen_embeddings_task_returns_plain_data():
     assert out["examples"]["crops"].shape == (6, 2, 4, 16, 16)
     again = Task(task.fn, dict(task.kwargs, max_steps=1, device="cpu"))()
     np.testing.assert_array_equal(again["embeddings"], out["embeddings"])  # seeded inside
+
+
+def test_scale_trend_decides_every_claim_at_every_budget():
+    P = resolve("06", "smoke", {"n_batches": 3, "controls_per_batch": 4, "n_splits": 3})
+    embeddings = {t.kwargs["mae"]["epochs"]: Task(t.fn, dict(t.kwargs, max_steps=2, device="cpu"))()
+                  for t in ch06_cellpaint.plan(P)}
+    trend = ch06_cellpaint.scale_trend(embeddings, n_boot=50, **ch06_cellpaint.evaluation_params(P))
+    assert sorted(trend.epochs.unique()) == [1, 2]
+    assert set(trend.claim) == set(ch06_cellpaint.TABLE3_CLAIMS) | set(ch06_cellpaint.TABLE4_CLAIMS)
+    assert set(trend.verdict) <= {"holds", "fails", "inconclusive"}

@@ -9,7 +9,8 @@ from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCHEDULER
 
 # n_components: the library's rule (0.95 of the control wells' variance), at most one
 # component per rows_per_component control wells (0 = no cap); component_grid: the numbers
-# of whitened components of the sensitivity figure, declared before any result.
+# of whitened components of the sensitivity figure, declared before any result;
+# trend_epochs: the MAE training budgets of the scale trend (it must include epochs).
 # rxrx_* "" = simulate (give the paths of metadata_rxrx3_core.csv and
 # OpenPhenom_rxrx3_core_embeddings.parquet for real data).
 _SHARED = dict(seed=0, device="auto", well_sd=0.5, effect_scale=1.5, batch_strength=0.5, mask_ratio=0.75,
@@ -20,14 +21,16 @@ _SHARED = dict(seed=0, device="auto", well_sd=0.5, effect_scale=1.5, batch_stren
 PROFILES = {
     "smoke": dict(_SHARED, image_size=16, n_batches=3, controls_per_batch=10, wells_per_guide=1,
                   cells_per_well=2, patch_size=4, embed_dim=16, depth=1, num_heads=2, decoder_embed_dim=8,
-                  decoder_num_heads=2, decoder_depth=1, epochs=1, batch_size=64, lr=1.5e-3, n_splits=3, n_estimators=10),
+                  decoder_num_heads=2, decoder_depth=1, epochs=1, batch_size=64, lr=1.5e-3, n_splits=3, n_estimators=10,
+                  trend_epochs=[1, 2]),
     "quick": dict(_SHARED, image_size=32, n_batches=6, controls_per_batch=48, wells_per_guide=3,
                   cells_per_well=12, patch_size=8, embed_dim=64, depth=4, num_heads=4, decoder_embed_dim=32,
-                  decoder_num_heads=4, decoder_depth=2, epochs=12, batch_size=128, lr=1.5e-3, n_splits=3, n_estimators=100),
+                  decoder_num_heads=4, decoder_depth=2, epochs=12, batch_size=128, lr=1.5e-3, n_splits=3, n_estimators=100,
+                  trend_epochs=[3, 6, 12]),
     "full": dict(_SHARED, image_size=64, n_batches=12, controls_per_batch=200, wells_per_guide=8,
                  cells_per_well=40, patch_size=8, embed_dim=192, depth=8, num_heads=6, decoder_embed_dim=128,
                  decoder_num_heads=4, decoder_depth=4, epochs=100, batch_size=256, lr=1.5e-4 * 4, n_splits=4,
-                 n_estimators=300, component_grid=[4, 8, 16, 32, 64, 128, 192]),
+                 n_estimators=300, component_grid=[4, 8, 16, 32, 64, 128, 192], trend_epochs=[25, 50, 100]),
 }
 
 CONSTRAINTS = dict(
@@ -41,10 +44,12 @@ CONSTRAINTS = dict(
     component_grid=ListOf(Interval(int, 2), unique=True), ica_fit_on=Options(("controls", "all")),
     n_splits=Interval(int, 2), n_estimators=POSITIVE_INT, rxrx_embeddings=FileOrEmpty(),
     rxrx_metadata=FileOrEmpty(), rxrx_batch_column=Text(empty=False), executor=EXECUTOR,
-    scheduler=SCHEDULER, dry_run=DRY_RUN,
+    scheduler=SCHEDULER, dry_run=DRY_RUN, trend_epochs=ListOf(POSITIVE_INT, unique=True),
 )
 
 RULES = [
+    Rule(("epochs", "trend_epochs"), lambda p: p["epochs"] in p["trend_epochs"],
+         "trend_epochs must include epochs (the trend passes through the chapter's own budget)"),
     Rule(("n_splits", "n_batches"), lambda p: p["n_splits"] <= p["n_batches"],
          "n_splits must not exceed n_batches (cross-validation folds are whole batches)"),
     Rule(("embed_dim", "num_heads"), lambda p: p["embed_dim"] % p["num_heads"] == 0,
