@@ -7,6 +7,7 @@ import signal
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -183,7 +184,18 @@ def test_longest_chapter_starts_first(project):
         {"chapter": "a", "profile": "quick", "status": "ok", "wall_s": 7},
         {"chapter": "c", "profile": "quick", "status": "failed", "wall_s": 900},
         {"chapter": "c", "profile": "smoke", "status": "ok", "wall_s": 900}]))
-    assert runner._expected_seconds(out, "quick") == {"a": 7.0, "b": 50.0}
+    expected = runner._expected_seconds(out, "quick")
+    assert {k: expected[k] for k in "ab"} == {"a": 7.0, "b": 50.0} and "c" not in expected
+
+
+def test_a_fresh_clone_starts_chapter_05_first(tmp_path):
+    """No timings of its own yet: the reference machine's order, longest first."""
+    for profile in ("quick", "full"):
+        expected = runner._expected_seconds(tmp_path, profile)
+        names = [p.stem for p in (Path(runner.__file__).parents[3] / "notebooks").glob("0[1-6]_*.py")]
+        assert set(names) <= set(expected), set(names) - set(expected)
+        assert max(expected, key=expected.get) == "05_disentanglement"
+    assert runner._expected_seconds(tmp_path, "smoke") == runner.REFERENCE_SECONDS["quick"]
 
 
 def test_failed_notebook_removed_by_a_later_success_or_cache_hit(project):

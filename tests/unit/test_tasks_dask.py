@@ -155,3 +155,43 @@ def test_gpu_tasks_on_a_cluster_without_gpus_run_anyway_and_say_so(tmp_path):
                         scheduler=c.scheduler_address, log=lines.append, progress=False)
     assert [r["resources"] for r in out] == [{}, {}]
     assert any("no Dask worker offers a GPU resource" in line for line in lines)
+
+
+def test_chapter_02_and_03_smoke_sweeps_on_a_local_cluster_match_in_process(cluster):
+    """The real sweeps of chapters 02 and 03 (smoke) through two Dask worker processes give
+    bit-identical tables to the in-process run the book makes by default."""
+    import pandas as pd
+
+    from nearid.book.profiles import resolve
+    from nearid.experiments import ch02_isometric as ch02
+    from nearid.experiments import ch03_bilipschitz as ch03
+
+    def timeless(df):
+        return df.drop(columns=[c for c in df.columns if c.endswith("seconds")])  # wall clock
+
+    def both(run):
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # as a chapter's kernel
+        try:
+            here = run({})
+        finally:
+            torch.set_num_threads(threads)
+        there = run({"executor": "dask", "scheduler": cluster.scheduler_address})
+        return here, there
+
+    here, there = both(lambda o: ch02.run(resolve("02", "smoke", o), log=None))
+    for a, b in ((here.sweep.models, there.sweep.models), (here.ablation.models, there.ablation.models),
+                 (here.trend_models, there.trend_models)):
+        pd.testing.assert_frame_equal(timeless(a), timeless(b), check_exact=True)
+
+    def sweeps(o):
+        P = resolve("03", "smoke", o)
+        fitted = ch03.fit_sweeps(ch03.chapter_sweeps(P, log=None), executor=P.executor,
+                                 scheduler=P.scheduler, log=None)
+        return {name: (sw.models_, sw.pairs_) for name, sw in fitted.items()}
+
+    here, there = both(sweeps)
+    assert here.keys() == there.keys()
+    for name in here:
+        for a, b in zip(here[name], there[name]):
+            pd.testing.assert_frame_equal(timeless(a), timeless(b), check_exact=True)

@@ -398,9 +398,20 @@ def default_jobs() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+# Wall seconds of each chapter in one fresh `--jobs 1` build on a 2-core AMD EPYC VM
+# (2026-11-30). Used only to start the longest chapters first when an output folder has no
+# timings of its own yet (a fresh clone): chapter 05 alone takes about as long as 01-04 and
+# 06 together, so starting it last would leave one core idle for minutes. Never a result.
+REFERENCE_SECONDS = {
+    "quick": {"01_definitions": 15, "02_isometric_dgp": 39, "03_bilipschitz": 240,
+              "04_alignment": 266, "05_disentanglement": 562, "06_cell_microscopy": 116},
+}
+
+
 def _expected_seconds(out: Path, profile: str) -> dict[str, float]:
-    """Each chapter's last successful wall time in this profile (from timings.json)."""
-    seen: dict[str, float] = {}
+    """Each chapter's last successful wall time in this profile (from timings.json), else
+    the reference machine's (:data:`REFERENCE_SECONDS`; quick's proportions for `full`)."""
+    seen: dict[str, float] = dict(REFERENCE_SECONDS.get(profile, REFERENCE_SECONDS["quick"]))
     with contextlib.suppress(OSError, json.JSONDecodeError, TypeError):
         for rec in json.loads((out / "timings.json").read_text()):
             if rec.get("status") == "ok" and rec.get("profile") == profile:
@@ -488,7 +499,7 @@ def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | 
     """Execute every chapter (or ``only`` some), ``jobs`` at a time; returns chapter -> status.
 
     ``jobs`` defaults to :func:`default_jobs` (one chapter per core); the longest chapters
-    (by their last recorded wall time) start first. Every chapter's kernel uses
+    (by their last recorded wall time, or the reference machine's) start first. Every chapter's kernel uses
     :func:`kernel_threads` threads whatever ``jobs`` is, so the numbers are the same as with
     ``jobs=1``. Raises a RuntimeError listing every failed chapter after the others have
     finished; outputs of chapters that succeeded are kept.
