@@ -244,3 +244,17 @@ def test_a_worker_with_other_code_or_versions_refuses_to_run(monkeypatch):
     with pytest.raises(RuntimeError, match=r"numpy .* vs 0.0.1 in the caller"):
         tasks_mod.execute_task(task, code, tasks_mod.WorkerSetup(), {**tasks_mod._key_versions(), "numpy": "0.0.1"})
     assert tasks_mod.execute_task(task, code, tasks_mod.WorkerSetup(), tasks_mod._key_versions())["x"] == 1
+
+
+def test_malloc_thresholds_are_restored_only_where_dask_froze_them(monkeypatch):
+    import platform
+
+    from nearid import tasks
+
+    monkeypatch.setattr(tasks, "_MALLOC_FIXED", False)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    assert tasks.undo_fixed_malloc_thresholds() is False, "nothing to undo without the variable"
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    expected = platform.libc_ver()[0] == "glibc"
+    assert tasks.undo_fixed_malloc_thresholds() is expected
+    assert tasks.undo_fixed_malloc_thresholds() is False, "once per process"
