@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import until
 
 from nearid.book import profiles, runner
 from nearid.book.params import Boolean, Interval
@@ -227,16 +228,6 @@ def _kernel_pids(project):
             if "nearid.book.kernel" in " ".join(p.cmdline())]
 
 
-def _wait_for(predicate, seconds=120.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("timed out")
-
-
 def _gone(pid):
     import psutil
 
@@ -256,8 +247,8 @@ def test_interrupt_stops_the_kernel_and_cleans_up(project):
     seen = {}
 
     def interrupt_when_running():
-        seen["kernels"] = _wait_for(lambda: _kernel_pids(project))
-        _wait_for(lambda: list(out.glob(".98_tiny.running*")))
+        seen["kernels"] = until(lambda: _kernel_pids(project))
+        until(lambda: list(out.glob(".98_tiny.running*")))
         time.sleep(1.0)
         os.kill(os.getpid(), signal.SIGINT)
 
@@ -276,7 +267,7 @@ def test_interrupt_stops_the_kernel_and_cleans_up(project):
     assert time.monotonic() - start < 120
     assert not list(out.glob(".*running*"))
     assert (out / "98_tiny.json").read_text() == good
-    assert all(_wait_for(lambda: _gone(pid), 10) for pid in seen["kernels"])
+    assert all(until(lambda: _gone(pid), 10) for pid in seen["kernels"])
 
 
 def test_kernel_dies_with_a_killed_runner(tmp_path):
@@ -302,7 +293,7 @@ def test_kernel_dies_with_a_killed_runner(tmp_path):
     proc.kill()
     proc.wait()
     start = time.monotonic()
-    _wait_for(lambda: _gone(kernel), 10)
+    until(lambda: _gone(kernel), 10)
     assert time.monotonic() - start < 3, "the kernel outlived its runner"
 
 

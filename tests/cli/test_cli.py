@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import until
 
 from nearid.cli import main as cli
 
@@ -116,23 +117,13 @@ def _gone(pid):
         return True
 
 
-def _until(predicate, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {seconds} s")
-
-
 def _start_running(scratch_root):
     """`nearid run 01 --force` started, returned once its kernel runs the chapter."""
     proc = subprocess.Popen([NEARID, "run", "01", "--profile", "smoke", "--force"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=scratch_root,
                             env=_env(NEARID_ROOT=str(scratch_root)))
-    kernels = _until(lambda: _kernels(proc.pid), 120)
-    _until(lambda: list((scratch_root / "book" / "executed").glob(".01_definitions.running*")), 120)
+    kernels = until(lambda: _kernels(proc.pid), 120)
+    until(lambda: list((scratch_root / "book" / "executed").glob(".01_definitions.running*")), 120)
     return proc, kernels
 
 
@@ -150,7 +141,7 @@ def test_ctrl_c_prints_one_line_exits_130_and_cleans_up(scratch_root):
     assert lines == ["nearid run: interrupted; the last good output is kept"], stderr
     assert not list(out.glob(".*running*"))
     assert (out / "01_definitions.json").read_text() == good
-    assert all(_until(lambda: _gone(k), 5) for k in kernels)
+    assert all(until(lambda: _gone(k), 5) for k in kernels)
 
 
 def test_kernel_dies_with_a_killed_nearid(scratch_root):
@@ -158,7 +149,7 @@ def test_kernel_dies_with_a_killed_nearid(scratch_root):
     proc.kill()
     proc.communicate()
     start = time.monotonic()
-    assert all(_until(lambda: _gone(k), 10) for k in kernels)
+    assert all(until(lambda: _gone(k), 10) for k in kernels)
     assert time.monotonic() - start < 3, "the kernel outlived nearid"
 
 
@@ -205,8 +196,8 @@ def test_ctrl_c_in_a_parallel_book_stops_every_chapter(scratch_root):
                              "--no-build", "--jobs", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=scratch_root, env=_env(NEARID_ROOT=str(scratch_root)),
                             start_new_session=True)
-    kernels = _until(lambda: len(_kernels(proc.pid)) == 2 and _kernels(proc.pid), 180)
-    _until(lambda: len(list((scratch_root / "book" / "executed").glob(".*.running.ipynb"))) == 2, 120)
+    kernels = until(lambda: len(_kernels(proc.pid)) == 2 and _kernels(proc.pid), 180)
+    until(lambda: len(list((scratch_root / "book" / "executed").glob(".*.running.ipynb"))) == 2, 120)
     os.killpg(proc.pid, signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=90)
     assert proc.returncode == 130
@@ -215,4 +206,4 @@ def test_ctrl_c_in_a_parallel_book_stops_every_chapter(scratch_root):
     assert lines == ["nearid book: interrupted; the last good output is kept"], stderr
     assert "Traceback" not in stderr
     assert not list((scratch_root / "book" / "executed").glob(".*running*"))
-    assert all(_until(lambda: _gone(k), 5) for k in kernels)
+    assert all(until(lambda: _gone(k), 5) for k in kernels)
