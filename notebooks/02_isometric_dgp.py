@@ -38,6 +38,7 @@ overrides = {}
 results_path = None
 
 # %% tags=["hide-input"]
+import nearid  # first: it pins the CPU kernels before numpy and torch load (nearid.kernels)
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns

@@ -37,6 +37,7 @@ overrides = {}
 results_path = None
 
 # %% tags=["remove-cell"]
+import nearid  # first: it pins the CPU kernels before numpy and torch load (nearid.kernels)
 import warnings
 
 import matplotlib.pyplot as plt

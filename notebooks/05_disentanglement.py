@@ -40,6 +40,7 @@ overrides = {}
 results_path = None
 
 # %% tags=["remove-cell"]
+import nearid  # first: it pins the CPU kernels before numpy and torch load (nearid.kernels)
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd

@@ -44,6 +44,7 @@ overrides = {}
 results_path = None
 
 # %% tags=["remove-cell"]
+import nearid  # first: it pins the CPU kernels before numpy and torch load (nearid.kernels)
 import time
 
 import matplotlib.pyplot as plt

@@ -33,6 +33,7 @@ overrides = {}
 results_path = None
 
 # %% tags=["remove-cell"]
+import nearid  # first: it pins the CPU kernels before numpy and torch load (nearid.kernels)
 from pathlib import Path
 
 import matplotlib.pyplot as plt

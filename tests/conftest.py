@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+import nearid  # noqa: F401  (before any test module loads numpy or torch: it pins their CPU kernels)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -360,7 +360,7 @@ class AlignmentResult:
 def compare(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES,
             ica_components: float | int | str | None = ICA_COMPONENTS, ica_max_rows: int | None = None,
             ica_max_iter: int = 1000, cka: bool = True, dtype: str | None = None,
-            progress: bool = False, reference: bool = False) -> AlignmentResult:
+            progress: bool = False, reference: bool = False, fit_rows: int | None = None) -> AlignmentResult:
     """Fit every family on a random ``fit_fraction`` of the rows, score it on the rest.
 
     ``A`` and ``B`` hold embeddings of the same inputs, row for row: numpy arrays (memory-
@@ -382,6 +382,9 @@ def compare(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES
     ``reference=True`` runs the slow, obviously-correct path instead (float64 copies, one
     scikit-learn-style estimator per family fitted on the fit rows); tests check that both
     agree.
+    ``fit_rows`` fits on only the first that many rows of the (seeded) fit split and scores
+    on the same held-out rows: nested fit sets for a trend over the number of fit rows, by
+    the very computation that gives the full table (``fit_rows`` = all fit rows is the table).
     """
     import time
 
@@ -395,10 +398,10 @@ def compare(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES
     _check_rows(A, B)
     if reference:
         res = _compare_reference(A, B, fit_fraction=fit_fraction, seed=seed, families=families,
-                                 want_cka=cka, **ica_params)
+                                 want_cka=cka, fit_rows=fit_rows, **ica_params)
     else:
         grid, _ = _engine([A], [B], fit_fraction=fit_fraction, seed=seed, families=families,
-                          want_cka=cka, dtype=dtype, progress=progress, **ica_params)
+                          want_cka=cka, dtype=dtype, progress=progress, fit_rows=fit_rows, **ica_params)
         res = grid[0][0]
     res.seconds = time.perf_counter() - start
     return res
@@ -524,7 +527,7 @@ def format_alignment_table(res: dict) -> str:
 #   (``dtype="float64"`` forces it); eigen-decompositions, SVD, solves and the Hungarian
 #   matching always run in float64 on the d x d matrices.
 # * per-row errors are computed in the input precision, divided by the diameter in float64.
-BLOCK_ELEMENTS = 1 << 22  # numbers gathered per block of rows (16 MB in float32)
+BLOCK_ELEMENTS = 1 << 22  # numbers per input gathered per block of rows (16 MB in float32)
 MIN_BLOCK_ROWS = 256
 PROGRESS_DELAY = 2.0  # seconds before a progress bar appears
 _RTOL_CONSTANT = 1e-9  # as nearid.ica.Whitener: a column this flat is constant (a dead unit)
@@ -591,7 +594,11 @@ def _check_finite(X, name: str, rows_per_block: int) -> None:
                          f"(first row {first})")
 
 
-def _split(n: int, width: int, fit_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _split(n: int, width: int, fit_fraction: float, seed: int,
+           fit_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(fit rows, evaluation rows): a seeded permutation of the rows, cut at ``fit_fraction``.
+    ``fit_rows`` keeps only the first that many of the fit rows (nested subsets for one seed:
+    the evaluation rows never change)."""
     if not 0 < fit_fraction < 1:
         raise ValueError(f"fit_fraction must lie in (0, 1), got {fit_fraction}")
     n_fit = int(round(fit_fraction * n))
@@ -601,6 +608,13 @@ def _split(n: int, width: int, fit_fraction: float, seed: int) -> tuple[np.ndarr
                          f"{n_fit} fit and {n - n_fit} evaluation rows; need at least "
                          f"{need} fit rows (embedding width + 2) and 3 evaluation rows")
     order = np.random.default_rng(seed).permutation(n)
+    if fit_rows is not None:
+        # fewer rows than the width are allowed here (a trend's smallest subsets): the linear
+        # map is then the minimum-norm least-squares one, in float64
+        if not 3 <= fit_rows <= n_fit:
+            raise ValueError(f"fit_rows must lie in [3, {n_fit}] (up to the {n_fit} rows of the fit "
+                             f"split), got {fit_rows}")
+        return order[:fit_rows], order[n_fit:]
     return order[:n_fit], order[n_fit:]
 
 
@@ -619,7 +633,7 @@ class _Moments:
         self.shift, self.full = shift, full
         self.total = np.zeros(d)
         self.gram = np.zeros((d, d)) if full else None
-        self.sq = None if full else np.zeros(d)
+        self.sq = np.zeros(d)
         self.low = np.full(d, np.inf)
         self.high = np.full(d, -np.inf)
 
@@ -629,16 +643,14 @@ class _Moments:
         np.maximum(self.high, X.max(0), out=self.high)
         if self.full:
             self.gram += X.T @ X  # one syrk in the block's precision, summed in float64
-        else:
-            self.sq += np.einsum("ij,ij->j", X, X)
+        # the squared norms are summed the same way whether or not the gram is wanted, so a
+        # family's error does not depend on which other families (or CKA) were asked for
+        self.sq += np.einsum("ij,ij->j", X, X)
 
     def finish(self, n: int) -> "_Stats":
         dmean = self.total / n
-        if self.full:
-            gram = self.gram - n * np.outer(dmean, dmean)
-            sq = np.diag(gram).copy()
-        else:
-            gram, sq = None, self.sq - n * dmean ** 2
+        gram = self.gram - n * np.outer(dmean, dmean) if self.full else None
+        sq = self.sq - n * dmean ** 2
         shift = self.shift.astype(np.float64)
         absmax = float(np.max(np.maximum(np.abs(self.low + shift), np.abs(self.high + shift))))
         return _Stats(n=n, shift=self.shift, dmean=dmean, gram=gram, sq=np.maximum(sq, 0.0),
@@ -866,9 +878,10 @@ def _eval_pass(A, sa: _Stats, Bs, sbs, maps_per_b, rows, dtype, rows_per_block, 
     out = [{fam: np.empty(rows.size) for fam in maps} for maps in maps_per_b]
     prepared = []
     for maps in maps_per_b:
-        dense = [f for f in ("rigid", "linear") if f in maps]
-        prep = {"dense": dense,
-                "M": np.ascontiguousarray(np.hstack([maps[f] for f in dense]), dtype=dtype) if dense else None}
+        # one product per family, never one stacked product: a BLAS kernel may round the
+        # columns of a wider product differently, and a family's error must not depend on
+        # which other families were asked for
+        prep = {"dense": {f: np.ascontiguousarray(maps[f], dtype=dtype) for f in ("rigid", "linear") if f in maps}}
         if "ica" in maps:
             L, mix = maps["ica"]
             prep["ica"] = (L.astype(dtype), np.ascontiguousarray(mix, dtype=dtype))
@@ -887,13 +900,10 @@ def _eval_pass(A, sa: _Stats, Bs, sbs, maps_per_b, rows, dtype, rows_per_block, 
             Bc = _gather(B, idx, dtype)
             Bc -= sb.shift
             Bc -= sb.dmean.astype(dtype)
-            d = B.shape[1]
-            if prep["dense"]:
-                P = Ac @ prep["M"]
-                for k, fam in enumerate(prep["dense"]):
-                    E = P[:, k * d:(k + 1) * d]
-                    E -= Bc
-                    out[j][fam][sl] = np.sqrt(np.einsum("ij,ij->i", E, E))
+            for fam, M in prep["dense"].items():
+                E = Ac @ M
+                E -= Bc
+                out[j][fam][sl] = np.sqrt(np.einsum("ij,ij->i", E, E))
             if "ica" in prep:
                 L, mix = prep["ica"]
                 E = (Ac @ L) @ mix
@@ -952,7 +962,7 @@ class _Progress:
 
 
 def _engine(As, Bs, *, fit_fraction, seed, families, want_cka, ica_components, ica_max_rows,
-            ica_max_iter, dtype, progress, names=None):
+            ica_max_iter, dtype, progress, names=None, fit_rows=None):
     """compare() for every (A, B) pair of the lists: a grid of AlignmentResult, and (n_fit, n_eval)."""
     if dtype not in (None, "float64"):
         raise ValueError(f"dtype must be None (float32 where the data allow) or 'float64', got {dtype!r}")
@@ -961,12 +971,16 @@ def _engine(As, Bs, *, fit_fraction, seed, families, want_cka, ica_components, i
     names = names or (["A"], ["B"])
     n = As[0].shape[0]
     width = max(X.shape[1] for X in list(As) + list(Bs))
-    fit_idx, eval_idx = _split(n, width, fit_fraction, seed)
+    fit_idx, eval_idx = _split(n, width, fit_fraction, seed, fit_rows)
     fit_rows = np.sort(fit_idx)
     order = np.argsort(eval_idx)
     eval_rows = eval_idx[order]
-    rows_per_block = max(MIN_BLOCK_ROWS, BLOCK_ELEMENTS // (max(X.shape[1] for X in As)
-                                                            + sum(X.shape[1] for X in Bs)))
+    # Blocks are sized by the widest single input, not by the sum over a layer grid: float32
+    # block products summed in float64 round differently at other block boundaries, so a
+    # cell of a grid of same-width layers is the very number compare() gives for that pair
+    # (unless the grid or the pair needs float64 where the other does not: the precision is
+    # chosen per call, from what the requested families need).
+    rows_per_block = max(MIN_BLOCK_ROWS, BLOCK_ELEMENTS // width)
     n_fit_blocks = -(-fit_rows.size // rows_per_block)
     n_eval_blocks = -(-eval_rows.size // rows_per_block) if families else 0
     per_row = n_fit_blocks + n_eval_blocks
@@ -1067,10 +1081,10 @@ def _run_grid(As, Bs, names, fit_idx, fit_rows, eval_rows, order, diameters, dt,
 
 
 def _compare_reference(A, B, *, fit_fraction, seed, families, want_cka, ica_components, ica_max_rows,
-                       ica_max_iter) -> AlignmentResult:
+                       ica_max_iter, fit_rows=None) -> AlignmentResult:
     """The obviously-correct path: float64 copies, one estimator per family (slow, for checks)."""
     A, B = check_pair(A, B)
-    fit_idx, eval_idx = _split(A.shape[0], max(A.shape[1], B.shape[1]), fit_fraction, seed)
+    fit_idx, eval_idx = _split(A.shape[0], max(A.shape[1], B.shape[1]), fit_fraction, seed, fit_rows)
     A_fit, B_fit, A_eval, B_eval = A[fit_idx], B[fit_idx], A[eval_idx], B[eval_idx]
     for name, X in (("A", A_fit), ("B", B_fit)):
         if np.ptp(X, axis=0).max() == 0:

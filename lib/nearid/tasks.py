@@ -24,7 +24,10 @@ finished in, whichever executor ran them:
 
 Every worker process (both pools) runs with one torch/BLAS thread and with the caller's
 ``torch.use_deterministic_algorithms`` setting, so a seeded task returns the same numbers as
-in a chapter's kernel (which also uses one thread, see :func:`nearid.setup`). A worker also
+in a chapter's kernel (which also uses one thread, see :func:`nearid.setup`), and with the
+caller's CPU kernels (:mod:`nearid.kernels`): a local pool inherits them; a ``dask worker``
+started by hand must be started in a shell that ran ``eval "$(nearid kernels --export)"``,
+else it refuses the task with a message that says so. A worker also
 checks that it runs the same ``nearid`` code and the same key package versions as the
 caller (a long-lived Dask worker keeps the code it imported; restart workers after editing
 the library), because a result is cached under the *caller's* code key.
@@ -63,7 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nearid import codehash
+from nearid import codehash, kernels
 
 EXECUTORS = ("inprocess", "processes", "dask")
 ENV_EXECUTOR, ENV_SCHEDULER, ENV_WORKERS = "NEARID_EXECUTOR", "NEARID_SCHEDULER", "NEARID_WORKERS"
@@ -174,6 +177,7 @@ def task_key(task: Task, versions: str | None = None, *, code: str | None = None
     h.update(_kwargs_json(task.kwargs).encode())
     h.update((code if code is not None else code_digest(task.fn.__module__)).encode())
     h.update((versions if versions is not None else _versions()).encode())
+    h.update(kernels.signature().encode())  # portable and native kernels give other numbers
     return h.hexdigest()
 
 
@@ -289,11 +293,13 @@ class TaskCache:
 @dataclass(frozen=True)
 class WorkerSetup:
     """What a worker process sets before it runs tasks: threads, and torch's deterministic
-    mode as the caller had it (None: leave it alone)."""
+    mode as the caller had it (None: leave it alone); and the caller's CPU kernels
+    (:func:`nearid.kernels.signature`), which the worker checks it shares."""
 
     threads: int = WORKER_THREADS
     deterministic: bool | None = None
     warn_only: bool = True
+    kernels: str = field(default_factory=kernels.signature)  # the caller's CPU kernels
 
     @classmethod
     def like_caller(cls) -> "WorkerSetup":
@@ -339,6 +345,7 @@ def prepare_worker(setup: WorkerSetup = WorkerSetup()) -> None:
     if torch is None and setup.deterministic is not None:
         import torch
     if torch is not None:
+        kernels.configure_torch()
         if torch.get_num_threads() != setup.threads:
             torch.set_num_threads(setup.threads)
         if setup.deterministic is not None:
@@ -378,6 +385,18 @@ def _key_versions() -> dict[str, str]:
 _WORKER_CODE: dict[str, str] = {}  # module -> code digest when this process first ran it
 
 
+def _check_kernels(caller: str) -> None:
+    """A worker computes with the caller's CPU kernels (:mod:`nearid.kernels`), or refuses."""
+    kernels.apply()  # a worker that has not loaded numpy or torch yet still gets them in time
+    kernels.configure_torch()
+    mine, found = kernels.signature(), kernels.problems()
+    if mine != caller or (caller.startswith("portable") and found):
+        why = "; ".join(found) or f"its kernels are {mine!r}, the caller's {caller!r}"
+        raise RuntimeError(f"worker {socket.gethostname()} (pid {os.getpid()}) does not compute with the "
+                           f"caller's CPU kernels: {why}. Start workers in a shell that ran "
+                           "`eval \"$(nearid kernels --export)\"` (the same NEARID_NATIVE_KERNELS as the caller)")
+
+
 def _check_worker(module: str, code: str, versions: dict[str, str]) -> None:
     mine = _WORKER_CODE.setdefault(module, code_digest(module))
     if mine != code:
@@ -394,6 +413,7 @@ def _check_worker(module: str, code: str, versions: dict[str, str]) -> None:
 def execute_task(task: Task, code: str, setup: WorkerSetup, versions: dict[str, str]) -> Any:
     """What a worker runs for one task: set threads, check code and versions, call it."""
     prepare_worker(setup)
+    _check_kernels(setup.kernels)
     _check_worker(task.fn.__module__, code, versions)
     return task()
 

@@ -15,6 +15,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from nearid import kernels
+
 
 @dataclass
 class TrainResult:
@@ -29,8 +31,10 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     """"auto" = CUDA when torch sees a device, else the CPU; "cuda" without one is an error.
 
     Tasks call this where they run (a Dask worker may have a GPU the submitting machine
-    lacks), so every experiment resolves "auto" the same way.
+    lacks), so every experiment resolves "auto" the same way; it also routes torch's CPU
+    convolutions to the portable kernels (:func:`nearid.kernels.configure_torch`).
     """
+    kernels.configure_torch()
     if isinstance(device, torch.device):
         return device
     if device not in ("auto", "cpu", "cuda") and not str(device).startswith("cuda:"):
@@ -61,6 +65,7 @@ def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 
     epoch with the model in eval mode (e.g. to score snapshots along one run: with a constant
     learning rate, the snapshot after e epochs is the model a run of e epochs would give).
     """
+    kernels.configure_torch()  # portable CPU convolutions (nearid.kernels)
     if epochs < 0 or batch_size < 1:
         raise ValueError(f"need epochs >= 0 and batch_size >= 1, got {epochs}, {batch_size}")
     if max_steps is not None and max_steps < 1:
@@ -113,6 +118,7 @@ def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 
 @torch.no_grad()
 def predict(fn, X, batch_size: int = 1024, device: str | torch.device = "cpu") -> np.ndarray:
     """Apply ``fn`` (e.g. ``model.encode``) in batches without gradients; returns numpy."""
+    kernels.configure_torch()  # portable CPU convolutions (nearid.kernels)
     X = _as_tensor(X)
     outs = [fn(X[i:i + batch_size].to(device)).detach().cpu() for i in range(0, len(X), batch_size)]
     return torch.cat(outs).numpy().astype(np.float64)

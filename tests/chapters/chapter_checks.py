@@ -7,8 +7,11 @@ from pathlib import Path
 
 import nbformat
 
+from nearid.book import reference
 from nearid.book.results import VERDICT_KEYS
 from nearid.verdicts import VERDICTS
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CONTRACT = set(VERDICT_KEYS) | {"threshold", "ours_label"}
 
@@ -53,3 +56,11 @@ def assert_verdicts(verdicts: dict, sections: set[str] | None = None) -> None:
             assert rec["low"] <= rec["estimate"] <= rec["high"], claim_id
         if sections is not None:
             assert rec["section"] in sections, (claim_id, rec["section"])
+
+
+def assert_matches_reference(out_dir: str | Path, chapter: str, profile: str = "smoke") -> None:
+    """The chapter's JSON in ``out_dir`` equals the committed reference of ``profile``
+    (``book/reference/<profile>/``), every number and verdict: ``nearid verify`` for one chapter.
+    A change that moves numbers on purpose rewrites the reference (``nearid verify --update``)."""
+    report = reference.verify(Path(out_dir), reference.reference_dir(ROOT, profile), profile, chapters=[chapter])
+    assert report.ok, report.text(limit=40)

@@ -1,13 +1,14 @@
 """Chapter 01 in smoke: the definitions' illustrations, its verdicts, its exercises."""
 
 import nbformat
-from chapter_checks import assert_exercises_ran, assert_verdicts
+from chapter_checks import assert_exercises_ran, assert_matches_reference, assert_verdicts
 
 from nearid.book.runner import run_chapter
 
 
 def test_chapter_01_smoke(tmp_path, mnist_root):
     res = run_chapter("01", profile="smoke", out_dir=tmp_path)
+    assert_matches_reference(tmp_path, "01_definitions")
     assert res["profile"] == "smoke" and res["params"]["dry_run"] is False
     clean = res["rotated_copy_error"]
     assert clean["rigid"] < 1e-8 and clean["linear"] < 1e-8 and clean["permutation"] > 0.05

@@ -2,7 +2,7 @@ import json
 
 import nbformat
 import pytest
-from chapter_checks import assert_exercises_ran, assert_verdicts
+from chapter_checks import assert_exercises_ran, assert_matches_reference, assert_verdicts
 
 from nearid.book.runner import run_chapter
 
@@ -18,6 +18,7 @@ def task_cache(tmp_path, monkeypatch):
 
 def test_chapter_02_smoke(tmp_path, mnist_root, task_cache):
     res = run_chapter("02", profile="smoke", out_dir=tmp_path, force=True)
+    assert_matches_reference(tmp_path, "02_isometric_dgp")
     deltas = {"0.0", "0.5"}
     assert set(res["mcc"]) == {"ae", "ae_ica"}
     assert set(res["mcc"]["ae_ica"]) == deltas

@@ -1,7 +1,7 @@
 import json
 import re
 
-from chapter_checks import assert_exercises_ran, assert_verdicts
+from chapter_checks import assert_exercises_ran, assert_matches_reference, assert_verdicts
 
 from nearid.book.runner import run_chapter
 
@@ -16,6 +16,7 @@ def _source(cell) -> str:
 
 def test_chapter_03_smoke(tmp_path, mnist_root):
     res = run_chapter("03", profile="smoke", out_dir=tmp_path)
+    assert_matches_reference(tmp_path, "03_bilipschitz")
     assert res["profile"] == "smoke" and res["dry_run"] is False
     per_alpha = res["per_alpha"]
     # smoke: alphas [0, 1] x weight decays [0, 0.5]

@@ -5,7 +5,7 @@ import math
 
 import nbformat
 import pytest
-from chapter_checks import assert_exercises_ran, assert_verdicts
+from chapter_checks import assert_exercises_ran, assert_matches_reference, assert_verdicts
 
 from nearid.book.runner import run_chapter
 from nearid.paper import TABLE1, TABLE1_LABELS
@@ -63,11 +63,19 @@ def test_chapter_04_sensitivity_and_trend(smoke):
     assert sum(r["rule"] for r in sens) == len(PAIRS)
     for r in sens:
         if r["rule"]:
-            assert r["ica"] == pytest.approx(res["table1"][r["pair"]]["ica"])
+            assert r["ica"] == res["table1"][r["pair"]]["ica"]
     trend = res["scale_trend"]
     assert {r["pair"] for r in trend["table"]} == set(TABLE1)
     assert len(trend["table"]) == len(TABLE1) * len(res["params"]["trend_fractions"])
     assert all(v["verdict"] in VERDICTS for v in trend["difference"].values())
+    # one code path per number: the trend's full fraction is Table 1, digit for digit
+    full = [r for r in trend["table"] if r["fraction"] == 1.0]
+    assert len(full) == len(TABLE1)
+    for r in full:
+        row = res["table1"][r["pair"]]
+        assert [r[f] for f in ("permutation", "rigid", "ica", "ica_efficiency")] == \
+            [row[f] for f in ("permutation", "rigid", "ica", "ica_efficiency")], r["pair"]
+        assert r["fit_rows"] == row["n_fit"]
 
 
 @pytest.mark.chapter
@@ -77,3 +85,8 @@ def test_chapter_04_exercises_ran(smoke):
     nb = nbformat.read(out / "04_alignment.ipynb", as_version=4)
     figures = [c.metadata["mystnb"]["figure"]["name"] for c in nb.cells if "mystnb" in c.metadata]
     assert {"fig-04-table1", "fig-04-links", "fig-04-components", "fig-04-trend", "fig-04-layers"} <= set(figures)
+
+
+@pytest.mark.chapter
+def test_chapter_04_matches_the_smoke_reference(smoke):
+    assert_matches_reference(smoke[1], "04_alignment")

@@ -5,7 +5,7 @@ import json
 import math
 
 import pytest
-from chapter_checks import assert_exercises_ran, assert_verdicts
+from chapter_checks import assert_exercises_ran, assert_matches_reference, assert_verdicts
 
 from nearid.book.runner import run_chapter
 from nearid.verdicts import VERDICTS
@@ -78,3 +78,8 @@ def test_chapter_05_exercises_ran(smoke):
     cells = json.loads((out / "05_disentanglement.ipynb").read_text())["cells"]
     for c in cells:  # nothing failed anywhere
         assert not [o for o in c.get("outputs", []) if o.get("output_type") == "error"]
+
+
+@pytest.mark.chapter
+def test_chapter_05_matches_the_smoke_reference(smoke):
+    assert_matches_reference(smoke[1], "05_disentanglement")

@@ -2,7 +2,7 @@
 and the paper comparison, and runs every exercise's solution."""
 
 import pytest
-from chapter_checks import assert_exercises_ran, assert_verdicts
+from chapter_checks import assert_exercises_ran, assert_matches_reference, assert_verdicts
 
 from nearid.book import profiles
 from nearid.book.params import InvalidParameterError
@@ -15,6 +15,7 @@ from nearid.paper import TABLE3
 @pytest.mark.chapter
 def test_chapter_06_smoke(tmp_path):
     res = run_chapter("06", profile="smoke", out_dir=tmp_path)
+    assert_matches_reference(tmp_path, "06_cell_microscopy")
     assert set(res["table3"]) == set(TABLE3)
     for gene, r in res["table3"].items():
         for metric in ("auroc", "sparsity"):

@@ -41,7 +41,7 @@ def test_json_output(tmp_path, capsys, suffix):
     pa, pb = _write(tmp_path, A, B, suffix)
     assert main([pa, pb, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert list(out) == list(JSON_KEYS)
+    assert list(out) == [*JSON_KEYS, "kernels"] and out["kernels"]["mode"] in ("portable", "native")
     # B is an exact rigid image of A (scaled rotation + shift): rigid and linear are exact
     assert out["rigid"] < 1e-10 and out["linear"] < 1e-10
     assert out["cka"] == pytest.approx(1.0)
@@ -240,7 +240,7 @@ def test_module_entry_point(tmp_path):
     pa, pb = _write(tmp_path, A, B)
     ok = subprocess.run([sys.executable, "-m", "nearid.cli.align", pa, pb, "--json"],
                         capture_output=True, text=True)
-    assert ok.returncode == 0 and set(json.loads(ok.stdout)) == set(JSON_KEYS)
+    assert ok.returncode == 0 and set(json.loads(ok.stdout)) == {*JSON_KEYS, "kernels"}
     bad = subprocess.run([sys.executable, "-m", "nearid.cli.align", pa, str(tmp_path / "z.npy")],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "no such file" in bad.stderr and bad.stdout == ""

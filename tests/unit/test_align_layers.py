@@ -49,6 +49,22 @@ def test_each_cell_is_compare_of_that_pair(metric):
         assert df.attrs["lower_is_better"] is False and (df.to_numpy() <= 1 + 1e-9).all()
 
 
+@pytest.mark.parametrize("metric", ["rigid", "ica"])
+def test_same_width_layers_give_compare_to_the_last_digit(metric):
+    """One code path per number: with layers of one width (the chapter's language models)
+    a cell is the very number compare() gives for that pair and family."""
+    A = layer_stack(seed=0, widths=(12, 12, 12))
+    B = layer_stack(seed=1, widths=(12, 12))
+    df = align.compare_layers(A, B, metric=metric, seed=2)
+    for a, XA in A.items():
+        for b, XB in B.items():
+            protocol = dict(seed=2, ica_max_rows=align.ICA_MAX_ROWS, ica_max_iter=align.ICA_MAX_ITER)
+            alone = align.compare(XA, XB, families=(metric,), **protocol)
+            table = align.compare(XA, XB, **protocol)  # every family and CKA, as Table 1
+            assert table.dtype == alone.dtype == df.attrs["dtype"] == "float32"
+            assert df.loc[a, b] == alone.errors[metric] == table.errors[metric], (a, b)
+
+
 def test_accepts_torch_and_reports_mismatched_rows():
     A = {k: torch.from_numpy(v) for k, v in layer_stack(seed=0).items()}
     B = layer_stack(seed=1)

@@ -11,6 +11,8 @@ import random
 
 import numpy as np
 
+from nearid import kernels
+
 THREADS_ENV = "NEARID_NUM_THREADS"
 
 
@@ -40,6 +42,9 @@ def setup(seed: int = 0, threads: int | None = None, deterministic: bool = True)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+    kernels.configure_torch()  # convolutions through MKL, portable between CPUs
+    for problem in kernels.problems():  # results say so too (their JSON's "kernels" record)
+        warnings.warn(f"results of this run are not portable between CPUs: {problem}", stacklevel=2)
     threads = threads or int(os.environ.get(THREADS_ENV, "0") or 0) or 1
     torch.set_num_threads(threads)
     if deterministic:

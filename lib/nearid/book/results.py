@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from nearid import kernels
 from nearid.fileio import atomic_write_text
 
 __all__ = ["atomic_write_text", "glue", "save", "to_jsonable"]
@@ -60,7 +61,8 @@ def check_payload(payload: dict[str, Any]) -> None:
 
 def save(results_path: str | os.PathLike | None, payload: dict[str, Any],
          params: dict[str, Any] | None = None, profile: str | None = None) -> None:
-    """Write ``payload`` (plus ``profile`` and ``params``) as JSON; None path = no file.
+    """Write ``payload`` (plus ``profile``, ``params`` and the CPU kernels that computed it,
+    :func:`nearid.kernels.record`) as JSON; None path = no file.
 
     Returns nothing, so that a chapter's last cell does not print the whole payload.
     """
@@ -70,6 +72,7 @@ def save(results_path: str | os.PathLike | None, payload: dict[str, Any],
         doc.setdefault("profile", profile)
     if params is not None:
         doc.setdefault("params", dict(params))
+    doc.setdefault("kernels", kernels.record())  # which CPU kernels computed these numbers
     doc = to_jsonable(doc)
     if results_path:
         atomic_write_text(results_path, json.dumps(doc, indent=2, sort_keys=True) + "\n")

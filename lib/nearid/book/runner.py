@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nearid import codehash
+from nearid import codehash, kernels
 from nearid.book import profiles
 from nearid.fileio import atomic_write_text
 
@@ -145,7 +145,8 @@ def _inputs_digest(chapter: Chapter, out_dir: Path | None) -> str:
 def cache_key(chapter: Chapter, profile: str, params: dict[str, Any], out_dir: Path | None = None) -> str:
     """sha256 of the chapter source, profile, resolved parameters, the code it imports
     (:func:`chapter_code`), the results of other chapters it reads, the installed package
-    versions, the Python version and the kernel's thread count (:func:`kernel_threads`)."""
+    versions, the Python version, the kernel's thread count (:func:`kernel_threads`) and its
+    CPU kernels (:func:`nearid.kernels.signature`: portable, or native to this CPU)."""
     h = hashlib.sha256()
     if reads(chapter):
         h.update(_inputs_digest(chapter, out_dir).encode())
@@ -155,6 +156,7 @@ def cache_key(chapter: Chapter, profile: str, params: dict[str, Any], out_dir: P
     h.update("\n".join(_package_versions()).encode())
     h.update(platform.python_version().encode())
     h.update(f"threads={kernel_threads()}".encode())
+    h.update(kernels.signature().encode())
     return h.hexdigest()
 
 
@@ -598,6 +600,32 @@ def _lock_lines(root: Path | None) -> list[str]:
     return lines
 
 
+def _kernel_lines(out_dir: Path, latest: dict[str, dict]) -> list[str]:
+    """Which CPU kernels computed each chapter's numbers (its JSON's ``kernels`` record)."""
+    lines = ["## CPU kernels", "",
+             "Which kernels torch, MKL, oneDNN, OpenBLAS and numpy run depends on the instruction set "
+             "of the CPU, and kernels sum in different orders, so unpinned they give other numbers on "
+             "other CPUs. The book pins one choice that every x86-64 CPU with AVX2 offers "
+             "(`nearid.kernels`), set before torch and numpy load in every chapter kernel and task "
+             "worker; `NEARID_NATIVE_KERNELS=1` lets each library choose its fastest kernels instead "
+             "and marks the results as not portable. GPUs and non-x86 CPUs are outside this choice.", "",
+             "| setting | value | what it pins |", "| --- | --- | --- |"]
+    for var, value in {**kernels.PORTABLE_SETTINGS, **kernels.TORCH_SETTINGS}.items():
+        lines.append(f"| `{var}` | `{value}` | {kernels.WHAT[var]} |")
+    lines += ["", "| chapter | kernels | portable | CPU |", "| --- | --- | --- | --- |"]
+    for key in sorted(latest):
+        rec = None
+        with contextlib.suppress(OSError, json.JSONDecodeError, AttributeError):
+            rec = json.loads((out_dir / f"{key}.json").read_text()).get("kernels")
+        if not rec:
+            lines.append(f"| {key} | not recorded | no | |")
+            continue
+        why = "; ".join(rec.get("problems") or [])
+        lines.append(f"| {key} | {rec.get('mode')} | {'yes' if rec.get('portable') else 'no: ' + why} | "
+                     f"{rec.get('cpu', '')} |")
+    return [*lines, ""]
+
+
 def write_run_report(out_dir: Path, root: Path | None = None) -> Path:
     """The "How this book was run" page, generated from timings.json, the lock and the
     installed versions. ``root`` (the checkout, where the lock lives) defaults to the folder
@@ -628,6 +656,7 @@ def write_run_report(out_dir: Path, root: Path | None = None) -> Path:
                      f"{r['finished']} |")
     total = sum(r["wall_s"] for r in latest.values())
     lines += ["", f"Total execution time of the chapters shown: {total:.0f} s.", "",
+              *_kernel_lines(out_dir, latest),
               "## Software", "", *_lock_lines(root), "| package | version |", "| --- | --- |"]
     for name in KEY_PACKAGES:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):

@@ -196,19 +196,24 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # EmbeddingFileError is a ValueError too
         print(f"nearid align: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    from nearid import kernels
     from nearid.book.results import to_jsonable
+
+    kernels.configure_torch()  # a .pt input loaded torch: record it as nearid runs it
 
     if args.layers:
         if args.plot:
             from nearid.book.plotting import plot_layer_matrix
 
             plot_layer_matrix(res, args.plot)
-        print(json.dumps(to_jsonable(_layers_json(res))) if args.json else _layers_text(res))
+        print(json.dumps(to_jsonable({**_layers_json(res), "kernels": kernels.record()}))
+              if args.json else _layers_text(res))
         if args.plot and not args.json:
             print(f"heatmap: {args.plot}")
         return 0
     if args.json:
-        print(json.dumps(to_jsonable({k: res.get(k) for k in JSON_KEYS})))
+        # which CPU kernels computed it (nearid.kernels): portable between CPUs, or not
+        print(json.dumps(to_jsonable({**{k: res.get(k) for k in JSON_KEYS}, "kernels": kernels.record()})))
     else:
         print(format_alignment_table(res))
         print(f"({res['seconds']:.1f} s; cross-products in {res['dtype']})")

@@ -119,6 +119,43 @@ def _cmd_plan(args) -> int:
     return 0 if report["complete"] else 1
 
 
+def _cmd_kernels(args) -> int:
+    """`nearid kernels`: the CPU kernels this machine computes with (nearid.kernels)."""
+    from nearid import kernels
+
+    if args.export:
+        print("\n".join(kernels.export_lines()))
+        return 0
+    import numpy  # noqa: F401  (loaded after `import nearid` pinned the kernels: report what it uses)
+
+    rec = kernels.record()
+    print(f"kernels: {rec['mode']} ({'portable' if rec['portable'] else 'NOT portable'}); CPU: {rec['cpu']}")
+    for var, value in (rec["settings"] or {}).items():
+        print(f"  {var} = {value}: {kernels.WHAT[var]}")
+    for name, value in kernels.effective().items():
+        print(f"  in effect: {name} = {value}")
+    for problem in rec["problems"]:
+        print(f"  not portable: {problem}")
+    return 0
+
+
+def _cmd_verify(args) -> int:
+    """`nearid verify`: this build's numbers against the committed reference (nearid.book.reference)."""
+    from nearid.book import reference, runner
+
+    root = runner.find_root()
+    executed = Path(args.executed) if args.executed else runner.default_out_dir(root)
+    ref_dir = reference.reference_dir(root, args.profile)
+    if args.update:
+        written = reference.update(executed, ref_dir, args.profile)
+        print(f"reference {ref_dir.relative_to(root)} rewritten from {len(written)} chapters: "
+              f"{', '.join(written)}")
+        return 0
+    report = reference.verify(executed, ref_dir, args.profile, rtol=args.rtol, atol=args.atol)
+    print(report.text())
+    return 0 if report.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nearid", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -166,6 +203,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=1, help="also estimate the wall time on this many workers")
     p.add_argument("--json", metavar="PATH", help="also write the estimates as JSON")
     p.set_defaults(func=_cmd_plan)
+
+    p = sub.add_parser("kernels", help="the CPU kernels (torch, MKL, oneDNN, OpenBLAS, numpy) results are "
+                       "computed with, and whether they are portable between CPUs")
+    p.add_argument("--export", action="store_true",
+                   help="print `export VAR=value` lines (eval them before starting `dask worker`)")
+    p.set_defaults(func=_cmd_kernels)
+
+    p = sub.add_parser("verify", help="compare book/executed/ with the committed reference results "
+                       "(book/reference/PROFILE/): every number and verdict")
+    p.add_argument("--profile", default="quick", help="smoke, quick (default) or full")
+    p.add_argument("--executed", metavar="DIR", help="the executed results (default book/executed)")
+    p.add_argument("--update", action="store_true",
+                   help="rewrite the reference from the executed results (commit the diff)")
+    p.add_argument("--rtol", type=float, default=0.0,
+                   help="relative tolerance per number (default 0: bit-identical)")
+    p.add_argument("--atol", type=float, default=0.0, help="absolute tolerance per number (default 0)")
+    p.set_defaults(func=_cmd_verify)
 
     # `nearid align` parses its own arguments (nearid.cli.align): registering it here without
     # importing it keeps every other command from loading scikit-learn before it can start

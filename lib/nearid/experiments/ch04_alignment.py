@@ -371,21 +371,29 @@ LINK_NAMES = {("permutation", "ica"): "perm > ICA", ("ica", "rigid"): "ICA > rig
               ("rigid", "linear"): "rigid > linear"}
 
 
-def measure(pairs: dict[str, Pair], *, fit_fraction: float = 0.5, seed: int = 0,
-            ica_components: float | int | str | None = 0.95, ica_max_rows: int | None = None,
-            ica_max_iter: int = 1000) -> dict:
-    """:func:`nearid.align.compare` of every pair: {pair name: AlignmentResult}."""
+def compare_pair(pair: Pair, *, fit_fraction: float = 0.5, seed: int = 0,
+                 ica_components: float | int | str | None = 0.95, ica_max_rows: int | None = None,
+                 ica_max_iter: int = 1000, fit_rows: int | None = None):
+    """The one measurement behind every alignment number of the chapter: Table 1, the
+    sensitivity grid and the fit-rows trend all call this, with the same families (all four:
+    which families are asked for can decide whether the engine works in float32 or float64),
+    so the same inputs and protocol give the same numbers, digit for digit."""
     from threadpoolctl import threadpool_limits
 
     from nearid.align import compare
 
-    out = {}
-    for name, pair in pairs.items():
-        with threadpool_limits(limits=1):  # small matrices: one BLAS thread is faster, same numbers
-            out[name] = compare(pair.A, pair.B, fit_fraction=fit_fraction, seed=seed,
-                                ica_components=ica_components, ica_max_rows=ica_max_rows,
-                                ica_max_iter=ica_max_iter)
-    return out
+    with threadpool_limits(limits=1):  # small matrices: one BLAS thread is faster, same numbers
+        return compare(pair.A, pair.B, fit_fraction=fit_fraction, seed=seed, ica_components=ica_components,
+                       ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter, fit_rows=fit_rows)
+
+
+def measure(pairs: dict[str, Pair], *, fit_fraction: float = 0.5, seed: int = 0,
+            ica_components: float | int | str | None = 0.95, ica_max_rows: int | None = None,
+            ica_max_iter: int = 1000) -> dict:
+    """:func:`compare_pair` of every pair: {pair name: AlignmentResult}."""
+    return {name: compare_pair(pair, fit_fraction=fit_fraction, seed=seed, ica_components=ica_components,
+                               ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter)
+            for name, pair in pairs.items()}
 
 
 def table1(results: dict):
@@ -508,15 +516,15 @@ def component_sensitivity(pairs: dict[str, Pair], results: dict, grid, *, rule=0
     """ICA error and efficiency of every pair for each number of whitened components in
     ``grid`` and for ``rule`` (the chapter's rule), on the same split as ``results``.
 
-    Only the ICA family is refitted; the permutation and rigid errors of the efficiency are
-    those of ``results``. A count above what a side allows (its rank, or one component per
-    ten fit rows) is capped by :func:`nearid.ica.choose_components`; the columns
-    ``components_a`` and ``components_b`` say what was used.
+    Each setting is a :func:`compare_pair` like the table's (only ``ica_components``
+    differs); the permutation and rigid errors of the efficiency are those of ``results``.
+    A count above what a side allows (its rank, or one component per ten fit rows) is
+    capped by :func:`nearid.ica.choose_components`; the columns ``components_a`` and
+    ``components_b`` say what was used.
     """
     import pandas as pd
-    from threadpoolctl import threadpool_limits
 
-    from nearid.align import compare, ica_efficiency
+    from nearid.align import ica_efficiency
 
     records = []
     for name, pair in pairs.items():
@@ -527,10 +535,8 @@ def component_sensitivity(pairs: dict[str, Pair], results: dict, grid, *, rule=0
             if is_rule:
                 res = base
             else:
-                with threadpool_limits(limits=1):
-                    res = compare(pair.A, pair.B, fit_fraction=fit_fraction, seed=seed,
-                                  families=("ica",), ica_components=setting,
-                                  ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter)
+                res = compare_pair(pair, fit_fraction=fit_fraction, seed=seed, ica_components=setting,
+                                   ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter)
             ica = res.errors["ica"]
             records.append(dict(
                 pair=name, setting="rule" if is_rule else str(setting), rule=is_rule,
@@ -542,8 +548,12 @@ def component_sensitivity(pairs: dict[str, Pair], results: dict, grid, *, rule=0
 
 # --------------------------------------------------------------------------- scale trend
 def _efficiency_of_means(perm, ica, rigid) -> float:
-    gap = perm.mean() - rigid.mean()
-    return float((perm.mean() - ica.mean()) / gap) if abs(gap) > 1e-12 else float("nan")
+    from nearid.align import ica_efficiency
+
+    return ica_efficiency(float(perm.mean()), float(rigid.mean()), float(ica.mean()))
+
+
+TREND_FAMILIES = ("permutation", "rigid", "ica")
 
 
 def fit_rows_trend(pair: Pair, fractions, *, fit_fraction: float = 0.5, seed: int = 0,
@@ -551,44 +561,31 @@ def fit_rows_trend(pair: Pair, fractions, *, fit_fraction: float = 0.5, seed: in
                    ica_max_iter: int = 1000, n_boot: int = 1000):
     """ICA efficiency against the number of fit rows, on one fixed evaluation split.
 
-    The rows are split once (seeded) into ``fit_fraction`` fit rows and evaluation rows;
-    the permutation, rigid and ICA maps are then fitted on the
-    first ``fraction`` of the fit rows for each fraction (nested subsets) and scored on the
-    same evaluation rows, so the sizes differ in nothing else. Returns (table, row errors):
-    the table has one row per fraction with the errors, the efficiency and its 95% bootstrap
-    interval over evaluation rows; the row errors {fraction: {family: array}} feed
-    :func:`trend_difference`.
+    Each fraction is one :func:`compare_pair` with ``fit_rows`` = that share of the fit split
+    (nested subsets of one seeded split, scored on the same evaluation rows), and the full
+    fraction *is* Table 1's measurement. A subset with fewer rows than the embedding width
+    is computed in float64 (the linear family then needs it), larger ones like the table. Returns (table,
+    row errors): the table has one row per fraction with the errors, the efficiency and its
+    95% bootstrap interval over evaluation rows; the row errors {fraction: {family: array}}
+    feed :func:`trend_difference`.
     """
     import pandas as pd
-    from threadpoolctl import threadpool_limits
 
-    from nearid.align import check_pair, latent_diameter, make_alignment
     from nearid.verdicts import bootstrap_statistic
 
-    A, B = check_pair(pair.A, pair.B)
-    n = A.shape[0]
-    n_fit = int(round(fit_fraction * n))
-    order = np.random.default_rng(seed).permutation(n)
-    fit_idx, eval_idx = order[:n_fit], order[n_fit:]
-    diameter = latent_diameter(B[eval_idx])
+    n_fit = int(round(fit_fraction * pair.A.shape[0]))  # as nearid.align's split
     records, row_errors = [], {}
     for frac in fractions:
-        rows = fit_idx[: max(3, int(round(frac * n_fit)))]
-        errs = {}
-        for family in ("permutation", "rigid", "ica"):
-            params = dict(n_components=ica_components, max_rows=ica_max_rows,
-                          max_iter=ica_max_iter) if family == "ica" else {}
-            with threadpool_limits(limits=1):
-                est = make_alignment(family, random_state=seed, **params).fit(A[rows], B[rows])
-                errs[family] = np.linalg.norm(est.transform(A[eval_idx]) - B[eval_idx], axis=1) / diameter
-            if family == "ica":
-                comps = (est.ica_A_.n_components_, est.ica_B_.n_components_)
+        res = compare_pair(pair, fit_fraction=fit_fraction, seed=seed, ica_components=ica_components,
+                           ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter,
+                           fit_rows=max(3, int(round(frac * n_fit))))
+        errs = {f: res.row_errors[f] for f in TREND_FAMILIES}
         v = bootstrap_statistic(_efficiency_of_means, errs["permutation"], errs["ica"], errs["rigid"],
                                 n_boot=n_boot, seed=seed)
         row_errors[frac] = errs
-        records.append(dict(pair=pair.name, fraction=frac, fit_rows=len(rows),
-                            components_a=comps[0], components_b=comps[1],
-                            **{f: float(e.mean()) for f, e in errs.items()},
+        records.append(dict(pair=pair.name, fraction=frac, fit_rows=res.n_fit,
+                            components_a=res.ica_components[0], components_b=res.ica_components[1],
+                            **{f: res.errors[f] for f in TREND_FAMILIES},
                             ica_efficiency=v.estimate, low=v.low, high=v.high))
     return pd.DataFrame(records), row_errors
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from nearid import ica
+from nearid.align import ICA_MAX_ITER, ICA_MAX_ROWS
 from nearid.book.params import InvalidParameterError
 from nearid.book.profiles import resolve
 from nearid.experiments import ch04_alignment
@@ -203,6 +204,41 @@ def test_fit_rows_trend(planted):
     v = ch04_alignment.trend_difference(rows, seed=0, n_boot=200)
     assert v.verdict == "holds" and v.estimate > 0  # more rows: more components, better ICA
     assert v.estimate == pytest.approx(table.ica_efficiency.iloc[-1] - table.ica_efficiency.iloc[0])
+
+
+def test_table_and_trend_agree_at_the_full_fraction_to_the_last_digit(planted):
+    """One code path per number: the trend's full fraction is Table 1's measurement, with
+    the chapter's protocol (the declared FastICA subsample and iteration cap)."""
+    pairs, _ = planted
+    protocol = dict(fit_fraction=0.5, seed=0, ica_components=0.95, ica_max_rows=ICA_MAX_ROWS,
+                    ica_max_iter=ICA_MAX_ITER)
+    for name, pair in pairs.items():
+        table = ch04_alignment.table1(ch04_alignment.measure({name: pair}, **protocol))
+        trend, rows = ch04_alignment.fit_rows_trend(pair, [0.5, 1.0], n_boot=50, **protocol)
+        full = trend.set_index("fraction").loc[1.0]
+        for family in ("permutation", "rigid", "ica"):
+            assert full[family] == table.loc[name, family], (name, family)  # exactly, not approx
+        assert full.ica_efficiency == table.loc[name, "ica_efficiency"] or (
+            math.isnan(full.ica_efficiency) and math.isnan(table.loc[name, "ica_efficiency"]))
+        assert full.fit_rows == table.loc[name, "n_fit"]
+        # the sensitivity grid at the rule's own setting is the same measurement again
+        again = ch04_alignment.compare_pair(pair, **protocol)
+        assert np.array_equal(again.row_errors["ica"], rows[1.0]["ica"])
+
+
+def test_fit_rows_subset_keeps_the_evaluation_rows():
+    from nearid.align import compare
+
+    A, B = _planted(n=400, d=4)
+    full, part = compare(A, B, seed=3), compare(A, B, seed=3, fit_rows=50)
+    assert part.n_fit == 50 and part.n_eval == full.n_eval == 200
+    assert compare(A, B, seed=3, fit_rows=200).errors == full.errors
+    with pytest.raises(ValueError, match="fit_rows must lie in"):
+        compare(A, B, fit_rows=201)
+    with pytest.raises(ValueError, match="fit_rows must lie in"):
+        compare(A, B, fit_rows=2)
+    few = compare(A, B, seed=3, fit_rows=4)  # fewer fit rows than the width + 2: still every family
+    assert few.n_fit == 4 and all(np.isfinite(v) for v in few.errors.values())
 
 
 # --------------------------------------------------------------------------- tasks and parameters

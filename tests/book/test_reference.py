@@ -1,0 +1,129 @@
+"""`nearid verify`: a build's numbers and verdicts against the committed reference results."""
+
+import json
+import shutil
+
+import pytest
+
+from nearid.book import profiles, reference
+from nearid.cli.main import main
+
+PORTABLE = {"mode": "portable", "portable": True, "problems": [], "cpu": "Some CPU", "settings": {"X": "1"}}
+
+
+def _doc(profile="smoke", estimate=0.25, verdict="holds", seconds=3.0, cpu="Some CPU"):
+    return {"profile": profile, "seconds": seconds, "kernels": {**PORTABLE, "cpu": cpu},
+            "table": {"mae": {"rigid": 0.125, "ica": [0.5, 0.25]}},
+            "verdicts": {"claim_a": {"estimate": estimate, "low": 0.1, "high": 0.4, "verdict": verdict, "n": 3}}}
+
+
+def _write(folder, docs):
+    folder.mkdir(parents=True, exist_ok=True)
+    for key, doc in docs.items():
+        (folder / f"{key}.json").write_text(json.dumps(doc))
+
+
+@pytest.fixture
+def book(tmp_path):
+    """A checkout-like root whose reference and executed folders hold every chapter."""
+    keys = list(profiles.CHAPTERS)
+    _write(tmp_path / "book" / "reference" / "smoke", {k: _doc() for k in keys})
+    _write(tmp_path / "book" / "executed", {k: _doc(seconds=99.0, cpu="Other CPU") for k in keys})
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "lib" / "nearid").mkdir(parents=True)
+    return tmp_path, keys
+
+
+def test_wall_clock_and_machine_fields_are_not_compared(book):
+    root, keys = book
+    rep = reference.verify(root / "book" / "executed", root / "book" / "reference" / "smoke", "smoke")
+    assert rep.ok and rep.chapters == sorted(keys)
+    assert rep.compared == len(keys) * 12  # every leaf but seconds and kernels.cpu
+    assert "matches the reference" in rep.text()
+
+
+def test_every_difference_is_reported_with_its_path_and_both_values(book):
+    root, keys = book
+    _write(root / "book" / "executed", {keys[0]: _doc(estimate=0.2500001, verdict="fails")})
+    rep = reference.verify(root / "book" / "executed", root / "book" / "reference" / "smoke", "smoke")
+    assert not rep.ok
+    by_path = {d.path: d for d in rep.differences}
+    assert set(by_path) == {"verdicts.claim_a.estimate", "verdicts.claim_a.verdict"}
+    assert by_path["verdicts.claim_a.verdict"].kind == "verdict"
+    text = rep.text()
+    assert f'VERDICT {keys[0]}: verdicts.claim_a.verdict: build "fails" vs reference "holds"' in text
+    assert f"{keys[0]}: verdicts.claim_a.estimate: build 0.2500001 vs reference 0.25" in text
+    # a tolerance forgives the number, never the verdict
+    rep = reference.verify(root / "book" / "executed", root / "book" / "reference" / "smoke", "smoke", rtol=1e-5)
+    assert [d.path for d in rep.differences] == ["verdicts.claim_a.verdict"]
+
+
+def test_structure_differences_and_missing_files(book):
+    root, keys = book
+    doc = _doc()
+    del doc["table"]["mae"]["rigid"]
+    doc["table"]["mae"]["ica"].append(1.0)
+    doc["new"] = None
+    _write(root / "book" / "executed", {keys[1]: doc})
+    (root / "book" / "executed" / f"{keys[2]}.json").unlink()
+    _write(root / "book" / "executed", {keys[3]: _doc(profile="quick")})
+    rep = reference.verify(root / "book" / "executed", root / "book" / "reference" / "smoke", "smoke")
+    kinds = {(d.path, d.kind) for d in rep.differences}
+    assert ("table.mae.rigid", "missing") in kinds and ("new", "extra") in kinds
+    assert ("table.mae.ica (length)", "value") in kinds
+    assert any(keys[2] in p and "not executed" in p for p in rep.problems)
+    assert any(keys[3] in p and "profile 'quick'" in p for p in rep.problems)
+    numbers = reference.compare_json({"a": True, "b": 1, "c": float("nan")}, {"a": 1, "b": 1.0, "c": float("nan")})[1]
+    assert [d.path for d in numbers] == ["a"]  # a bool is not the number 1; an int is its float
+    ordering = reference.compare_json({"ordering": {"mae": "fails"}}, {"ordering": {"mae": "holds"}})[1]
+    assert [d.kind for d in ordering] == ["verdict"]
+
+
+def test_update_writes_a_reference_only_from_a_complete_portable_build(book, tmp_path):
+    root, keys = book
+    ref = tmp_path / "new_reference"
+    assert reference.update(root / "book" / "executed", ref, "smoke") == sorted(keys)
+    assert json.loads((ref / f"{keys[0]}.json").read_text())["seconds"] == 99.0
+    assert reference.verify(root / "book" / "executed", ref, "smoke").ok
+    with pytest.raises(ValueError, match="profile 'smoke', not 'quick'"):
+        reference.update(root / "book" / "executed", ref, "quick")
+    native = _doc()
+    native["kernels"] = {"mode": "native", "portable": False, "problems": ["NEARID_NATIVE_KERNELS is set"]}
+    _write(root / "book" / "executed", {keys[0]: native})
+    with pytest.raises(ValueError, match="not computed with portable kernels .NEARID_NATIVE_KERNELS is set"):
+        reference.update(root / "book" / "executed", ref, "smoke")
+    _write(root / "book" / "executed", {keys[0]: _doc()})
+    (root / "book" / "executed" / f"{keys[4]}.json").unlink()
+    with pytest.raises(ValueError, match=f"lack {keys[4]}"):
+        reference.update(root / "book" / "executed", ref, "smoke")
+
+
+def test_the_command(book, monkeypatch, capsys):
+    root, keys = book
+    monkeypatch.setenv("NEARID_ROOT", str(root))
+    assert main(["verify", "--profile", "smoke"]) == 0
+    assert "matches the reference" in capsys.readouterr().out
+    _write(root / "book" / "executed", {keys[0]: _doc(estimate=0.3)})
+    assert main(["verify", "--profile", "smoke"]) == 1
+    assert "verdicts.claim_a.estimate: build 0.3 vs reference 0.25" in capsys.readouterr().out
+    assert main(["verify", "--profile", "smoke", "--atol", "0.1"]) == 0
+    assert main(["verify", "--profile", "smoke", "--update"]) == 0
+    assert f"rewritten from {len(keys)} chapters" in capsys.readouterr().out
+    assert main(["verify", "--profile", "smoke"]) == 0
+    assert main(["verify", "--profile", "nope"]) == 2
+    assert "unknown profile 'nope'" in capsys.readouterr().err
+    shutil.rmtree(root / "book" / "reference")
+    assert main(["verify", "--profile", "quick"]) == 1
+    assert "no reference results" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("profile", ["smoke", "quick"])
+def test_the_committed_reference_is_complete_and_portable(root, profile):
+    """What readers verify against: every chapter, that profile, portable kernels."""
+    files = sorted((root / "book" / "reference" / profile).glob("*.json"))
+    assert [f.stem for f in files] == sorted(profiles.CHAPTERS)
+    for f in files:
+        doc = json.loads(f.read_text())
+        assert doc["profile"] == profile, f
+        assert doc["kernels"]["portable"] is True and doc["kernels"]["mode"] == "portable", f
+        assert doc["params"] == profiles.resolve(f.stem, profile), f  # the profile as it stands
