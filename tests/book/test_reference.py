@@ -107,6 +107,8 @@ def test_the_command(book, monkeypatch, capsys):
     assert main(["verify", "--profile", "smoke"]) == 1
     assert "verdicts.claim_a.estimate: build 0.3 vs reference 0.25" in capsys.readouterr().out
     assert main(["verify", "--profile", "smoke", "--atol", "0.1"]) == 0
+    assert main(["verify", "--profile", "smoke", "--only", keys[1][:2], keys[2]]) == 0  # the others only
+    assert "2 chapters" in capsys.readouterr().out
     assert main(["verify", "--profile", "smoke", "--update"]) == 0
     assert f"rewritten from {len(keys)} chapters" in capsys.readouterr().out
     assert main(["verify", "--profile", "smoke"]) == 0

@@ -141,7 +141,7 @@ def _cmd_kernels(args) -> int:
 
 def _cmd_verify(args) -> int:
     """`nearid verify`: this build's numbers against the committed reference (nearid.book.reference)."""
-    from nearid.book import reference, runner
+    from nearid.book import profiles, reference, runner
 
     root = runner.find_root()
     executed = Path(args.executed) if args.executed else runner.default_out_dir(root)
@@ -151,7 +151,8 @@ def _cmd_verify(args) -> int:
         print(f"reference {ref_dir.relative_to(root)} rewritten from {len(written)} chapters: "
               f"{', '.join(written)}")
         return 0
-    report = reference.verify(executed, ref_dir, args.profile, rtol=args.rtol, atol=args.atol)
+    only = [profiles.chapter_key(c) for c in args.only] if args.only else None
+    report = reference.verify(executed, ref_dir, args.profile, rtol=args.rtol, atol=args.atol, chapters=only)
     print(report.text())
     return 0 if report.ok else 1
 
@@ -216,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executed", metavar="DIR", help="the executed results (default book/executed)")
     p.add_argument("--update", action="store_true",
                    help="rewrite the reference from the executed results (commit the diff)")
+    p.add_argument("--only", nargs="+", metavar="CH", help="only these chapters (e.g. 01 02), as `nearid book --only`")
     p.add_argument("--rtol", type=float, default=0.0,
                    help="relative tolerance per number (default 0: bit-identical)")
     p.add_argument("--atol", type=float, default=0.0, help="absolute tolerance per number (default 0)")
