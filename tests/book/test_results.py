@@ -14,7 +14,9 @@ def test_save_writes_json_with_profile_and_params(tmp_path):
     results.save(path, {"x": np.float64(0.5), "nan": float("nan"), "arr": np.arange(2)}, params={"a": 1},
                  profile="smoke")
     doc = json.loads(path.read_text())
+    kernels = doc.pop("kernels")  # which CPU kernels computed the numbers (nearid.kernels.record)
     assert doc == {"x": 0.5, "nan": None, "arr": [0, 1], "params": {"a": 1}, "profile": "smoke"}
+    assert kernels["mode"] in ("portable", "native") and isinstance(kernels["portable"], bool)
 
 
 def test_verdict_records_are_checked(tmp_path):
