@@ -389,9 +389,11 @@ def _check_kernels(caller: str) -> None:
     """A worker computes with the caller's CPU kernels (:mod:`nearid.kernels`), or refuses."""
     kernels.apply()  # a worker that has not loaded numpy or torch yet still gets them in time
     kernels.configure_torch()
-    mine, found = kernels.signature(), kernels.problems()
-    if mine != caller or (caller.startswith("portable") and found):
-        why = "; ".join(found) or f"its kernels are {mine!r}, the caller's {caller!r}"
+    # settings only (a setting made after numpy loaded counts): asking the loaded libraries
+    # (threadpoolctl's ctypes callbacks) from a Dask worker thread trips a CPython 3.11 bug
+    mine = kernels.signature()
+    if mine != caller:
+        why = "; ".join(kernels.setting_problems()) or f"its kernels are {mine!r}, the caller's {caller!r}"
         raise RuntimeError(f"worker {socket.gethostname()} (pid {os.getpid()}) does not compute with the "
                            f"caller's CPU kernels: {why}. Start workers in a shell that ran "
                            "`eval \"$(nearid kernels --export)\"` (the same NEARID_NATIVE_KERNELS as the caller)")

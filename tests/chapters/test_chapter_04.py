@@ -75,7 +75,7 @@ def test_chapter_04_sensitivity_and_trend(smoke):
         row = res["table1"][r["pair"]]
         assert [r[f] for f in ("permutation", "rigid", "ica", "ica_efficiency")] == \
             [row[f] for f in ("permutation", "rigid", "ica", "ica_efficiency")], r["pair"]
-        assert r["fit_rows"] == row["n_fit"]
+        assert r["fit_rows"] == res["split"][r["pair"]]["n_fit"]
 
 
 @pytest.mark.chapter

@@ -39,9 +39,10 @@ def test_chapter_06_smoke(tmp_path):
     assert len(comp) == len(TABLE3) * 2 * 4 + 4
     assert {c["table"] for c in comp} == {"Table 3", "Table 4"}
     assert all(set(COMPARISON_KEYS) <= set(c) for c in comp)
-    # the sensitivity sweep ran over the declared grid (capped by the rank: 16-d embeddings)
+    # the sensitivity sweep ran over the declared grid, the last setting capped by the
+    # embeddings' numerical rank (at most their 16 dimensions; 15 with the portable kernels)
     ks = sorted({r["n_components"] for r in res["component_sweep"]})
-    assert ks == [4, 8, 16]
+    assert ks[:2] == [4, 8] and 8 < ks[-1] <= 16 and len(ks) == 3
     assert {r["claim"] for r in res["component_sweep_intervals"]} == {
         c for c, v in TABLE3_CLAIMS.items() if "base" not in v[1:3]}
     # the scale trend decided every claim again at each MAE training budget
