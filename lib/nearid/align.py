@@ -29,16 +29,57 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
+from nearid import linalg
 from nearid.ica import DEFAULT_COMPONENTS, LOW_VARIANCE, WhitenedICA
 
 FAMILIES = ("permutation", "rigid", "linear", "ica")
 # The ICA family's protocol, used by chapter 04 and `nearid align`: whiten each side onto the
 # leading components holding this share of the fit rows' variance (at most one per ten rows;
 # see nearid.ica.choose_components), fit FastICA on at most ICA_MAX_ROWS rows, and stop it
-# after ICA_MAX_ITER iterations.
+# after ICA_MAX_ITER iterations. `nearid align` and compare_layers also cap the number of
+# components at ICA_MAX_COMPONENTS; compare() caps nothing unless asked (ica_max_components).
 ICA_COMPONENTS = DEFAULT_COMPONENTS
 ICA_MAX_ROWS = 20_000
 ICA_MAX_ITER = 200
+ICA_MAX_COMPONENTS = 256
+"""At most this many whitened components per side in ``nearid align`` (and
+:func:`compare_layers`), whatever the variance rule asks: it bounds the ICA stage's cost and
+keeps FastICA in the regime where its estimates are good.
+
+* Cost. One iteration of parallel FastICA on n white rows and k components is two
+  (k x n) by (n x k) products, 4 n k^2 flops, plus a k x k eigen-decomposition (O(k^3))
+  (Hyvarinen 1999, IEEE TNN 10(3)). With n <= ICA_MAX_ROWS = 20,000 and at most
+  ICA_MAX_ITER = 200 iterations, k = 256 bounds a side at about 1 TFLOP (5 GFLOP per
+  iteration: under a minute per side on one core). The 95% rule on 20,000 x 4,096
+  embeddings (256 planted sources plus noise) asked for 881 components: 12x the
+  per-iteration cost at equal rows, and FastICA needs more iterations as k grows.
+* Accuracy. Even at the optimum, the mean squared interference of each of the k - 1 other
+  sources in an estimated component is of order 1/n per source (the Cramer-Rao bound for
+  ICA, Tichavsky, Koldovsky & Oja 2006, IEEE TSP 54(4)), so it grows as (k - 1)/n. The
+  rows rule (nearid.ica.ROWS_PER_COMPONENT) allows n/k = 10; 256 keeps n/k >= 39 for the
+  10,000 fit rows of a 20,000-row file and >= 78 at ICA_MAX_ROWS.
+* Nothing a chapter computes changes: chapters call compare() and WhitenedICA without a
+  cap (their largest setting is 64 components, ch04's ica_grid).
+
+When the cap binds, ICA sees the 256 leading principal components of each side, and the
+output says so (``ica_components_by_rule``, ``ica_max_components``, and the share of the
+variance those components hold). ``--ica-max-components 0`` lifts it."""
+
+EFFICIENCY_MIN_GAP = float(np.sqrt(np.finfo(np.float32).eps))
+"""The smallest perm - rigid gap (in units of B's diameter, 3.45e-4) for which
+:func:`ica_efficiency` is a number; below it the efficiency is NaN ("n/a", JSON null).
+
+The errors are mean row distances divided by B's diameter, so the data's scale is 1. The
+fast path fits every map from float32 cross-products, which carry relative errors of about
+1e-7 to 1e-6 of their size, and the d x d solves behind the maps amplify that by their
+conditioning. Measured on float32 embeddings (2,000 to 4,000 rows, 16 to 64 columns, with
+and without a large offset) compared with themselves or with a signed permutation of
+themselves, where perm and rigid are both exactly 0, the computed errors were 1e-7 to
+7e-7 and their gap 1e-7 to 6e-7 (1e-15 in float64): the efficiency came out as -2e5 to
+-9e5. A gap below sqrt(eps32) = 3.45e-4 of the diameter -- the usual threshold below which
+a difference of two float32 results has lost half its digits, and 500 times the largest
+round-off gap measured -- is taken as no gap. The paper's gaps are 0.069 to 0.176; the
+smallest in this book's reference results is 0.0046 (smoke) and 0.031 (quick)."""
 
 
 # --------------------------------------------------------------------------- validation
@@ -196,7 +237,8 @@ class RigidAlignment(_Alignment):
         A, B = check_pair(A, B)
         self.mean_A_, self.mean_B_ = A.mean(0), B.mean(0)
         Ac, Bc = A - self.mean_A_, B - self.mean_B_
-        U, S, Vt = np.linalg.svd(Ac.T @ Bc, full_matrices=False)
+        self.fallbacks_: list[str] = []
+        U, S, Vt = linalg.svd(Ac.T @ Bc, self.fallbacks_, what="rigid SVD")
         self.rotation_ = U @ Vt  # (d_A, d_B), orthonormal columns or rows
         norm = float((Ac ** 2).sum())
         self.scale_ = float(S.sum() / norm) if (self.scale and norm > 0) else 1.0
@@ -236,23 +278,26 @@ class ICAAlignment(_Alignment):
     through B's ICA mixing; B's directions outside its kept components are predicted by
     their mean. ``max_rows`` fits the two FastICA rotations on a seeded random subset of at
     most that many rows, which bounds FastICA's cost for very many rows (None = all rows);
-    the whitening and the matching always use every row.
+    the whitening and the matching always use every row. ``max_components`` caps the
+    number of whitened components per side (None = no cap; see :data:`ICA_MAX_COMPONENTS`).
     """
 
     def __init__(self, n_components: float | int | str | None = DEFAULT_COMPONENTS,
                  random_state: int | None = 0, max_iter: int = 1000, max_rows: int | None = None,
-                 scale: bool = True):
+                 scale: bool = True, max_components: int | None = None):
         self.n_components = n_components
         self.random_state = random_state
         self.max_iter = max_iter
         self.max_rows = max_rows
         self.scale = scale
+        self.max_components = max_components
 
     def fit(self, A, B) -> "ICAAlignment":
         A, B = check_pair(A, B, min_rows=3)
         self.ica_A_, self.ica_B_ = (
             WhitenedICA(n_components=self.n_components, random_state=self.random_state,
-                        max_iter=self.max_iter, max_rows=self.max_rows).fit(X) for X in (A, B))
+                        max_iter=self.max_iter, max_rows=self.max_rows,
+                        max_components=self.max_components).fit(X) for X in (A, B))
         SA, SB = self.ica_A_.transform(A), self.ica_B_.transform(B)
         # per-component least-squares scale, exactly as in the permutation family, so that the
         # ICA efficiency compares like with like (only the ICA rotations differ)
@@ -279,10 +324,20 @@ def make_alignment(family: str, random_state: int | None = 0, **ica_params) -> _
 
 
 # --------------------------------------------------------------------------- summaries
-def ica_efficiency(permutation: float, rigid: float, ica: float) -> float:
-    """(perm - ica) / (perm - rigid): the share of the perm-to-rigid gap that ICA closes."""
+def ica_efficiency(permutation: float, rigid: float, ica: float,
+                   min_gap: float = EFFICIENCY_MIN_GAP) -> float:
+    """(perm - ica) / (perm - rigid): the share of the perm-to-rigid gap that ICA closes.
+
+    NaN (not defined) when ``|perm - rigid| < min_gap``: the errors are in units of B's
+    diameter, and a gap below :data:`EFFICIENCY_MIN_GAP` (sqrt of float32's eps, 3.45e-4)
+    is within the round-off of the float32 computation behind them, so the ratio would be
+    round-off magnified (A against itself printed -260696952% with a 1e-9 guard), not a
+    share. NaN is "n/a" in ``nearid align``'s table and null in its JSON. A bootstrap over
+    rows passes its own ``min_gap`` (chapter 04 keeps 1e-9: a resample's gap is a statistical
+    draw, not a new computation with new round-off).
+    """
     gap = permutation - rigid
-    if abs(gap) < 1e-9:  # no gap to close: the ratio is meaningless, not huge
+    if not abs(gap) >= min_gap:  # no gap to close (or a NaN error): the ratio means nothing
         return float("nan")
     return float((permutation - ica) / gap)
 
@@ -313,6 +368,10 @@ class AlignmentResult:
     hold; ``ica_converged`` whether each side's FastICA converged; ``dtype`` the precision
     the cross-products were computed in; ``seconds`` the wall time of the comparison and
     ``timings`` its split by stage (for a layer grid: the whole grid's).
+    ``ica_max_components`` is the cap on components that was applied (None = none) and
+    ``ica_components_by_rule`` what the variance rule asked for before it (the cap bound
+    on a side where the two differ); ``fallbacks`` lists the numerical fallbacks used
+    (a decomposition retried with another LAPACK driver, FastICA refitted; empty = none).
     """
 
     errors: dict[str, float]
@@ -329,14 +388,32 @@ class AlignmentResult:
     dtype: str = "float64"
     seconds: float | None = None
     timings: dict[str, float] = field(default_factory=dict, repr=False)
+    ica_max_components: int | None = None
+    ica_components_by_rule: tuple[int, int] | None = None
+    fallbacks: list[str] = field(default_factory=list)
+
+    @property
+    def ica_cap_bound(self) -> tuple[bool, bool] | None:
+        """Whether ``ica_max_components`` lowered each side's number of components."""
+        if self.ica_components is None or self.ica_components_by_rule is None or self.ica_max_components is None:
+            return None
+        return tuple(bool(k < r) for k, r in zip(self.ica_components, self.ica_components_by_rule))
 
     def to_dict(self) -> dict:
-        """Flat numbers (no per-row arrays): one entry per family, then the rest."""
+        """Flat numbers (no per-row arrays): one entry per family, then the rest. The cap's
+        keys (``ica_max_components``, ``ica_components_by_rule``, ``ica_cap_bound``) appear
+        when a cap was applied, ``fallbacks`` when one was used."""
         out: dict = dict(self.errors)
         out.update(ica_efficiency=self.ica_efficiency, cka=self.cka, n_fit=self.n_fit,
                    n_eval=self.n_eval, dim_a=self.dim_a, dim_b=self.dim_b)
         if self.ica_components is not None:
             out.update(ica_components=list(self.ica_components), ica_variance=list(self.ica_variance))
+            if self.ica_max_components is not None:
+                out.update(ica_max_components=self.ica_max_components,
+                           ica_components_by_rule=list(self.ica_components_by_rule),
+                           ica_cap_bound=list(self.ica_cap_bound))
+        if self.fallbacks:
+            out.update(fallbacks=list(self.fallbacks))
         return out
 
     def __str__(self) -> str:
@@ -354,13 +431,18 @@ class AlignmentResult:
         if self.ica_components is not None:
             lines.append(f"  ica_components={self.ica_components}, ica_variance=("
                          f"{self.ica_variance[0]:.2f}, {self.ica_variance[1]:.2f})")
+            if self.ica_max_components is not None:
+                lines.append(f"  ica_max_components={self.ica_max_components}, ica_components_by_rule="
+                             f"{self.ica_components_by_rule}")
+        lines += [f"  fallback: {note}" for note in self.fallbacks]
         return "\n".join(lines)
 
 
 def compare(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES,
             ica_components: float | int | str | None = ICA_COMPONENTS, ica_max_rows: int | None = None,
             ica_max_iter: int = 1000, cka: bool = True, dtype: str | None = None,
-            progress: bool = False, reference: bool = False, fit_rows: int | None = None) -> AlignmentResult:
+            progress: bool = False, reference: bool = False, fit_rows: int | None = None,
+            ica_max_components: int | None = None) -> AlignmentResult:
     """Fit every family on a random ``fit_fraction`` of the rows, score it on the rest.
 
     ``A`` and ``B`` hold embeddings of the same inputs, row for row: numpy arrays (memory-
@@ -370,8 +452,14 @@ def compare(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES
     :class:`ICAAlignment`; ``ica_max_rows`` = None fits FastICA on every fit row);
     ``nearid align`` and :func:`compare_layers` pass the declared protocol,
     ``ica_max_rows=ICA_MAX_ROWS, ica_max_iter=ICA_MAX_ITER``, which bounds FastICA's cost
-    for many rows. CKA is linear CKA on the fit rows (it fits nothing, so it needs no
-    held-out rows).
+    for many rows, and ``ica_max_components=ICA_MAX_COMPONENTS``, which bounds it for wide
+    embeddings (the default None caps nothing: the chapters' protocol; ``result.ica_cap_bound``
+    says whether the cap lowered a side's components). CKA is linear CKA on the fit rows (it
+    fits nothing, so it needs no held-out rows).
+
+    A decomposition that does not converge (LAPACK's "SVD did not converge") is retried
+    with a more robust driver (:mod:`nearid.linalg`), and FastICA failing numerically is
+    refitted (see :class:`nearid.ica.WhitenedICA`); ``result.fallbacks`` says which ran.
 
     Everything but FastICA is computed from d x d cross-products accumulated over blocks
     of rows; see the README section on ``nearid align`` for what runs in float32.
@@ -393,7 +481,8 @@ def compare(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES
     bad = [f for f in families if f not in FAMILIES]
     if bad:
         raise ValueError(f"unknown family {bad[0]!r}; valid: {', '.join(FAMILIES)}")
-    ica_params = dict(ica_components=ica_components, ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter)
+    ica_params = dict(ica_components=ica_components, ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter,
+                      ica_max_components=ica_max_components)
     A, B = _matrix(A, "A"), _matrix(B, "B")
     _check_rows(A, B)
     if reference:
@@ -409,11 +498,12 @@ def compare(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES
 
 def alignment_table(A, B, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES,
                     ica_components: float | int | str | None = ICA_COMPONENTS,
-                    ica_max_rows: int | None = None, ica_max_iter: int = 1000) -> dict:
+                    ica_max_rows: int | None = None, ica_max_iter: int = 1000,
+                    ica_max_components: int | None = None) -> dict:
     """:func:`compare` as a flat dict (one error per family, efficiency, CKA, split sizes)."""
     return compare(A, B, fit_fraction=fit_fraction, seed=seed, families=families,
                    ica_components=ica_components, ica_max_rows=ica_max_rows,
-                   ica_max_iter=ica_max_iter).to_dict()
+                   ica_max_iter=ica_max_iter, ica_max_components=ica_max_components).to_dict()
 
 
 METRICS = FAMILIES + ("cka",)
@@ -423,7 +513,8 @@ def compare_layers(layers_a: Mapping[str, object], layers_b: Mapping[str, object
                    metric: str = "rigid", fit_fraction: float = 0.5, seed: int = 0,
                    ica_components: float | int | str | None = ICA_COMPONENTS,
                    ica_max_rows: int | None = ICA_MAX_ROWS, ica_max_iter: int = ICA_MAX_ITER,
-                   dtype: str | None = None, progress: bool = False):
+                   dtype: str | None = None, progress: bool = False,
+                   ica_max_components: int | None = ICA_MAX_COMPONENTS):
     """Compare every layer of model A with every layer of model B: a pandas DataFrame.
 
     ``layers_a`` and ``layers_b`` map layer names to (rows, features) embeddings of the same
@@ -439,8 +530,9 @@ def compare_layers(layers_a: Mapping[str, object], layers_b: Mapping[str, object
     Every pair uses the same fit/held-out split (``fit_fraction``, ``seed``), so the numbers
     in a row or column are comparable; each layer's ICA is fitted once and reused, with the
     protocol of ``nearid align`` (FastICA on at most ``ica_max_rows`` fit rows, at most
-    ``ica_max_iter`` iterations). The frame's ``attrs`` record the metric, whether lower is
-    better, and the split sizes.
+    ``ica_max_iter`` iterations, at most ``ica_max_components`` components per side). The
+    frame's ``attrs`` record the metric, whether lower is better, the split sizes, and any
+    numerical fallbacks used (``fallbacks``).
     """
     import pandas as pd
 
@@ -463,12 +555,16 @@ def compare_layers(layers_a: Mapping[str, object], layers_b: Mapping[str, object
     grid, split = _engine(mats[0], mats[1], fit_fraction=fit_fraction, seed=seed, families=families,
                           want_cka=metric == "cka", dtype=dtype, progress=progress,
                           ica_components=ica_components, ica_max_rows=ica_max_rows,
-                          ica_max_iter=ica_max_iter, names=(names[0], names[1]))
+                          ica_max_iter=ica_max_iter, ica_max_components=ica_max_components,
+                          names=(names[0], names[1]))
     values = [[(r.cka if metric == "cka" else r.errors[metric]) for r in row] for row in grid]
     df = pd.DataFrame(values, index=pd.Index(names[0], name="A layer"),
                       columns=pd.Index(names[1], name="B layer"))
     df.attrs.update(metric=metric, lower_is_better=metric != "cka", n_fit=split[0], n_eval=split[1],
                     fit_fraction=fit_fraction, seed=seed, dtype=grid[0][0].dtype)
+    notes = list(dict.fromkeys(note for row in grid for r in row for note in r.fallbacks))
+    if notes:
+        df.attrs["fallbacks"] = notes
     return df
 
 
@@ -482,13 +578,18 @@ def format_alignment_table(res: dict) -> str:
 
     eff = res.get("ica_efficiency")
     eff_s = "n/a" if eff is None or math.isnan(eff) else f"{100 * eff:.0f}%"
+    eff_note = "(perm - ica) / (perm - rigid)"
+    if eff_s == "n/a" and all(isinstance(res.get(f), float) for f in ("permutation", "rigid")):
+        if abs(res["permutation"] - res["rigid"]) < EFFICIENCY_MIN_GAP:
+            eff_note += (f"; not defined: perm and rigid differ by less than {EFFICIENCY_MIN_GAP:.1e} "
+                         "(numerical noise), there is no gap to close")
     notes = {"permutation": "signed permutation + per-axis scale",
              "rigid": "rotation/reflection + global scale + shift",
              "linear": "any affine map",
              "ica": "whiten + ICA each side, match components"}
     rows = [(fam, num(res[fam]), note) for fam, note in notes.items() if fam in res]
     if all(f in res for f in ("permutation", "rigid", "ica")):
-        rows.append(("ica efficiency", eff_s, "(perm - ica) / (perm - rigid)"))
+        rows.append(("ica efficiency", eff_s, eff_note))
     rows.append(("linear CKA", num(res.get("cka")), "similarity, 1 = same up to rotation + scale"))
     head = (f"A: {res['dim_a']}-d, B: {res['dim_b']}-d; fitted on {res['n_fit']} rows, "
             f"evaluated on {res['n_eval']} held-out rows\n"
@@ -499,6 +600,14 @@ def format_alignment_table(res: dict) -> str:
     if comps is not None and var is not None:
         body += (f"\nICA whitened components: A {comps[0]} ({100 * var[0]:.0f}% of its variance), "
                  f"B {comps[1]} ({100 * var[1]:.0f}%)")
+        cap, by_rule = res.get("ica_max_components"), res.get("ica_components_by_rule")
+        if cap is not None and by_rule is not None:
+            bound = [side for side, k, r in zip("AB", comps, by_rule) if k < r]
+            if bound:
+                body += (f"; capped at {cap} per side (the rule asked for A {by_rule[0]}, B {by_rule[1]}; "
+                         "--ica-max-components)")
+            else:
+                body += f"; cap {cap} per side, not reached"
         for side, k, v in (("A", comps[0], var[0]), ("B", comps[1], var[1])):
             if v is not None and v < LOW_VARIANCE:
                 body += (f"\nwarning: {side}'s {k} whitened components hold only {100 * v:.0f}% of its "
@@ -509,6 +618,8 @@ def format_alignment_table(res: dict) -> str:
             if not ok:
                 body += (f"\nnote: FastICA stopped at its iteration cap on {side}; its components may be "
                          "rotated away from the independent axes")
+    for note in res.get("fallbacks") or ():
+        body += f"\nnumerical fallback: {note}"
     return head + body
 
 
@@ -530,6 +641,18 @@ def format_alignment_table(res: dict) -> str:
 BLOCK_ELEMENTS = 1 << 22  # numbers per input gathered per block of rows (16 MB in float32)
 MIN_BLOCK_ROWS = 256
 PROGRESS_DELAY = 2.0  # seconds before a progress bar appears
+# d x d decompositions of matrices narrower than this run on one BLAS thread (see _run_grid);
+# wider ones (a 4,096-wide SVD takes minutes) use the threads the caller allows. No chapter
+# reaches it, so their numbers never depend on the thread count.
+SERIAL_DECOMPOSITION_WIDTH = 2048
+# Relative cost of each piece of work, for a progress bar whose remaining time is honest:
+# in multiply-adds of a float64 matrix product. Measured in CPU seconds with OpenBLAS on one
+# core of an AMD EPYC (Zen 3), d = 2,048 and 4,096: a float32 product costs half as much per
+# multiply-add, an SVD of a d x d matrix (LAPACK gesdd) 11 to 13 d^3, a symmetric
+# eigen-decomposition (syevd) 3.7 to 4.9 d^3, and one FastICA iteration on n rows and k
+# components about 2 n k^2 (two products) + 270 n k (the logcosh contrast, elementwise)
+# + a k x k eigh (its symmetric decorrelation).
+_UNITS = dict(float32=0.5, svd=12.0, eigh=4.3, logcosh=270.0, gather=4.0)
 _RTOL_CONSTANT = 1e-9  # as nearid.ica.Whitener: a column this flat is constant (a dead unit)
 
 
@@ -704,7 +827,7 @@ def _fit_pass(A, Bs, rows, dtype, stats_a, stats_bs, full_a, full_b, rows_per_bl
             if acc_b[j]:
                 acc_b[j].add(Xb)
             cross[j] += Xa.T @ Xb  # sgemm/dgemm of one block, summed in float64
-        tick()
+        tick(idx.size)
     n = len(rows)
     stats_a = stats_a or acc_a.finish(n)
     stats_bs = [s or acc.finish(n) for s, acc in zip(stats_bs, acc_b)]
@@ -735,9 +858,10 @@ def _float32_floor(gram: np.ndarray) -> float:
     return 10 * float(np.finfo(np.float32).eps) * float(np.trace(gram))
 
 
-def _pca(stats: _Stats, columns: np.ndarray, dtype):
+def _pca(stats: _Stats, columns: np.ndarray, dtype, side: str = "", tick=None):
     """Principal (variances, axes) of the fit rows' covariance on ``columns`` (cached), and
-    whether float32 sums left directions unresolved."""
+    whether float32 sums left directions unresolved. A fallback LAPACK driver, if one was
+    needed, is recorded in ``stats.cache["notes"]``; ``tick(d)`` is called after a new one."""
     cache_key = ("pca", columns.tobytes())
     if cache_key not in stats.cache:
         from nearid.ica import pca_from_covariance
@@ -745,9 +869,30 @@ def _pca(stats: _Stats, columns: np.ndarray, dtype):
         cov = stats.gram[np.ix_(columns, columns)] / (stats.n - 1)
         rel = max(stats.n, int(columns.sum())) * float(np.finfo(np.float64).eps)
         floor = _float32_floor(cov) if dtype == np.float32 else 0.0
-        var, axes = pca_from_covariance(cov, rel, abs_tol=floor)
+        notes = stats.cache.setdefault("notes", [])
+        var, axes = pca_from_covariance(cov, rel, abs_tol=floor, notes=notes)
+        notes[:] = [n if n.startswith(f"{side}: ") else f"{side}: {n}" for n in notes] if side else notes
         stats.cache[cache_key] = (var, axes, dtype == np.float32 and var.size < int(columns.sum()))
+        if tick is not None:
+            tick(int(columns.sum()))
     return stats.cache[cache_key]
+
+
+def _surely_unresolved(stats: _Stats, columns: np.ndarray) -> bool:
+    """True when a float32 covariance certainly has a direction below what its sums resolve,
+    so that :func:`_pca` would report it unresolved: a Cholesky factorisation (d^3 / 3
+    flops, a twentieth of the eigen-decomposition) of the covariance minus half the float32
+    floor fails only if an eigenvalue lies below half the floor, up to round-off of about
+    d eps64 ||cov|| -- orders of magnitude below the floor. Used before wide
+    decompositions, so that data needing float64 switch before minutes of float32 work;
+    False (no shortcut) decides nothing: _pca still decides."""
+    cov = stats.gram[np.ix_(columns, columns)] / (stats.n - 1)
+    shifted = cov - 0.5 * _float32_floor(cov) * np.eye(cov.shape[0])
+    try:
+        np.linalg.cholesky(shifted)
+    except np.linalg.LinAlgError:
+        return True
+    return False
 
 
 def _duplicates(X, stats: _Stats, keep: np.ndarray, rows, rows_per_block) -> dict[int, int]:
@@ -796,22 +941,22 @@ def _kept_columns(X, stats: _Stats, fit_idx, rows_per_block) -> tuple[np.ndarray
     return stats.cache["kept"]
 
 
-def _side_ica(X, stats: _Stats, fit_idx, dtype, rows_per_block, tick, *, seed, ica_components,
-              ica_max_rows, ica_max_iter):
+def _side_ica(X, stats: _Stats, fit_idx, dtype, rows_per_block, bar, work, side, *, seed, ica_components,
+              ica_max_rows, ica_max_iter, ica_max_components):
     """WhitenedICA of one side: whitening from the fit rows' moments, FastICA on the subsample."""
     if "ica" in stats.cache:
         return stats.cache["ica"]
     from nearid.ica import Whitener, WhitenedICA, choose_components, ica_rows
 
     keep, dups = _kept_columns(X, stats, fit_idx, rows_per_block)
-    var, axes, unresolved = _pca(stats, keep, dtype)
+    var, axes, unresolved = _pca(stats, keep, dtype, side, lambda d: bar.tick(work.eigh(d)))
     if unresolved:
         cap = stats.n if ica_max_rows is None else min(stats.n, ica_max_rows)
-        if choose_components(var, cap, ica_components) >= var.size:
+        if choose_components(var, cap, ica_components, max_components=ica_max_components) >= var.size:
             raise _NeedFloat64  # the rule reaches into directions float32 sums cannot resolve
     whitener = Whitener.from_moments(stats.mean, stats.gram / (stats.n - 1), stats.n, kept_columns=keep,
                                      duplicates=dups, pca=(var, axes), n_components=ica_components,
-                                     max_rows=ica_max_rows)
+                                     max_rows=ica_max_rows, max_components=ica_max_components)
     pos = ica_rows(stats.n, ica_max_rows, seed)
     rows = fit_idx if pos is None else fit_idx[pos]
     # whiten the subsample block by block in the data's precision (Whitener.transform would
@@ -824,28 +969,45 @@ def _side_ica(X, stats: _Stats, fit_idx, dtype, rows_per_block, tick, *, seed, i
         Xc -= stats.shift
         Xc -= stats.dmean.astype(dtype)
         Z[start:start + Xc.shape[0]] = (Xc if all_kept else Xc[:, keep]) @ W  # k columns, then float64
+    k, n = whitener.n_components_, rows.size
+    # the plan counted this side at the most components it could get: correct it to k
+    bar.grow(work.ica(n, k, X.shape[1], ica_max_iter)
+             - work.ica(n, _ica_components_guess(X.shape[1], n, ica_max_components), X.shape[1], ica_max_iter))
+    bar.tick(work.f * n * X.shape[1] * k)  # the whitened subsample
+    per_iteration, done = work.ica_iteration(n, k), [0]
+
+    def on_iteration():
+        done[0] += 1
+        bar.describe(f"ica {side}: FastICA, {k} components on {n} rows, iteration {done[0]} (at most "
+                     f"{ica_max_iter})")
+        bar.tick(per_iteration)
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # reported as ica_converged
         ica = WhitenedICA(n_components=ica_components, random_state=seed, max_iter=ica_max_iter,
-                          max_rows=ica_max_rows).fit_whitened(whitener, Z)
+                          max_rows=ica_max_rows, max_components=ica_max_components).fit_whitened(
+                              whitener, Z, on_iteration=on_iteration if bar.bar is not None else None)
+    bar.tick(max(0, ica_max_iter - done[0]) * per_iteration)  # converged early: the rest is not needed
+    stats.cache.setdefault("notes", []).extend(f"{side}: {note}" for note in ica.fallbacks_)
     stats.cache["ica"] = ica
-    tick()
     return ica
 
 
 def _fit_maps(A, B, sa: _Stats, sb: _Stats, cross, families, fit_idx, dtype, rows_per_block, bar,
-              ica_params) -> tuple[dict, dict]:
+              ica_params, work) -> tuple[dict, dict]:
     """Every requested family's map from A to B, from the moments (and FastICA)."""
     maps, info = {}, {}
+    notes: list[str] = []
     if "permutation" in families:
         maps["permutation"] = _signed_matching(cross, sa.sq, sb.sq)
-    if "rigid" in families:
-        U, S, Vt = np.linalg.svd(cross, full_matrices=False)
-        norm = float(sa.sq.sum())
-        maps["rigid"] = (S.sum() / norm if norm > 0 else 1.0) * (U @ Vt)
+    # the linear family first (the maps do not depend on the order): when float32 sums cannot
+    # resolve A, the switch to float64 then comes before the rigid family's SVD, not after
     if "linear" in families:
         cols, _ = _kept_columns(A, sa, fit_idx, rows_per_block)
-        var, axes, unresolved = _pca(sa, cols, dtype)
+        if (dtype == np.float32 and int(cols.sum()) >= SERIAL_DECOMPOSITION_WIDTH
+                and ("pca", cols.tobytes()) not in sa.cache and _surely_unresolved(sa, cols)):
+            raise _NeedFloat64  # as below, found without the eigen-decomposition
+        var, axes, unresolved = _pca(sa, cols, dtype, "A", lambda d: bar.tick(work.eigh(d)))
         if unresolved:
             raise _NeedFloat64  # least squares would need directions float32 sums cannot resolve
         M = np.zeros(cross.shape)
@@ -853,10 +1015,16 @@ def _fit_maps(A, B, sa: _Stats, sb: _Stats, cross, families, fit_idx, dtype, row
         # another (a copy gets no weight; its twin carries it): pinv(A'A) A'B
         M[cols] = axes @ ((axes.T @ cross[cols]) / ((sa.n - 1) * var)[:, None])
         maps["linear"] = M
+    if "rigid" in families:
+        U, S, Vt = linalg.svd(cross, notes, what="rigid SVD")
+        bar.tick(work.svd(*cross.shape))
+        norm = float(sa.sq.sum())
+        maps["rigid"] = (S.sum() / norm if norm > 0 else 1.0) * (U @ Vt)
+    maps = {f: maps[f] for f in ("permutation", "rigid", "linear") if f in maps}
     if "ica" in families:
         bar.stage("ica")
-        ica_a, ica_b = (_side_ica(X, st, fit_idx, dtype, rows_per_block, bar.tick, **ica_params)
-                        for X, st in ((A, sa), (B, sb)))
+        ica_a, ica_b = (_side_ica(X, st, fit_idx, dtype, rows_per_block, bar, work, side, **ica_params)
+                        for X, st, side in ((A, sa, "A"), (B, sb, "B")))
         bar.stage("fitting maps")
         Ua, Ub = ica_a.unmixing_.T, ica_b.unmixing_.T  # centred columns -> sources (0 on dropped)
         cs = Ua.T @ cross @ Ub
@@ -869,7 +1037,11 @@ def _fit_maps(A, B, sa: _Stats, sb: _Stats, cross, families, fit_idx, dtype, row
         maps["ica"] = (L, ica_b.mixing_.T)
         info = dict(ica_components=(ica_a.n_components_, ica_b.n_components_),
                     ica_variance=(ica_a.variance_kept_, ica_b.variance_kept_),
-                    ica_converged=(bool(ica_a.converged_), bool(ica_b.converged_)))
+                    ica_converged=(bool(ica_a.converged_), bool(ica_b.converged_)),
+                    ica_components_by_rule=(ica_a.whitener_.n_components_by_rule_,
+                                            ica_b.whitener_.n_components_by_rule_))
+    notes += sa.cache.get("notes", []) + sb.cache.get("notes", [])
+    info["fallbacks"] = list(dict.fromkeys(notes))
     return maps, info
 
 
@@ -915,15 +1087,53 @@ def _eval_pass(A, sa: _Stats, Bs, sbs, maps_per_b, rows, dtype, rows_per_block, 
                 E *= coef
                 E -= Bc
                 out[j]["permutation"][sl] = np.sqrt(np.einsum("ij,ij->i", E, E))
-        tick()
+        tick(idx.size)
     return out
+
+
+class _Work:
+    """The estimated cost of each piece of the engine's work (units: see ``_UNITS``)."""
+
+    def __init__(self, float32: bool):
+        self.f = _UNITS["float32"] if float32 else 1.0
+
+    def fit(self, rows, da, dbs, gram_a, gram_b) -> float:
+        """One pass of the cross-products over ``rows`` rows (A'B, and the grams asked for)."""
+        per_row = da * sum(dbs) + (da * da / 2 if gram_a else 0) + (sum(d * d for d in dbs) / 2 if gram_b else 0)
+        return rows * (self.f * per_row + _UNITS["gather"] * (da + sum(dbs)))
+
+    def evaluate(self, rows, da, dbs, families, ks) -> float:
+        dense = len({"rigid", "linear"} & set(families))
+        per_row = sum(dense * da * db + (k * (da + db) if "ica" in families else 0) + db for db, k in zip(dbs, ks))
+        return rows * (self.f * per_row + _UNITS["gather"] * (da + sum(dbs)))
+
+    @staticmethod
+    def svd(m, n) -> float:
+        return _UNITS["svd"] * m * n * min(m, n)
+
+    @staticmethod
+    def eigh(d) -> float:
+        return _UNITS["eigh"] * d ** 3
+
+    @staticmethod
+    def ica_iteration(n, k) -> float:
+        return 2 * n * k * k + _UNITS["logcosh"] * n * k + _UNITS["eigh"] * k ** 3
+
+    def ica(self, n, k, d, max_iter) -> float:
+        """One side's FastICA, at most ``max_iter`` iterations, and whitening its rows."""
+        return max_iter * self.ica_iteration(n, k) + self.f * n * d * k
 
 
 class _Progress:
     """A tqdm bar on stderr that appears only when the work lasts more than PROGRESS_DELAY,
-    and the wall time of each stage (``timings``), shown or not."""
+    and the wall time of each stage (``timings``), shown or not.
 
-    def __init__(self, enabled: bool, total: int, desc: str):
+    The bar counts estimated work (:class:`_Work`), not steps: a block of rows, a d x d
+    decomposition and a FastICA iteration each advance it by their cost, so its percentage
+    and remaining time hold for wide inputs, where decompositions and FastICA dominate
+    (FastICA is counted at its iteration cap, then the bar jumps when it converges early)."""
+
+    def __init__(self, enabled: bool, total: float, desc: str):
         import time
 
         self.clock = time.perf_counter
@@ -933,10 +1143,11 @@ class _Progress:
         if enabled:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, desc=desc, unit="step", delay=PROGRESS_DELAY, file=sys.stderr,
-                            leave=False, dynamic_ncols=True)
+            self.bar = tqdm(total=total, desc=desc, delay=PROGRESS_DELAY, file=sys.stderr, leave=False,
+                            dynamic_ncols=True, smoothing=0,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed, about {remaining} left")
 
-    def tick(self, n: int = 1) -> None:
+    def tick(self, n: float = 1) -> None:
         if self.bar is not None:
             self.bar.update(n)
 
@@ -951,9 +1162,15 @@ class _Progress:
         self.current, self.since = name, now
         self.describe(name)
 
-    def grow(self, n: int) -> None:
+    def grow(self, n: float) -> None:
         if self.bar is not None:
             self.bar.total += n
+            self.bar.refresh()
+
+    def replan(self, remaining: float) -> None:
+        """The work still to do is ``remaining`` (after a change of plan, e.g. float64)."""
+        if self.bar is not None:
+            self.bar.total = self.bar.n + remaining
             self.bar.refresh()
 
     def close(self) -> None:
@@ -962,12 +1179,16 @@ class _Progress:
 
 
 def _engine(As, Bs, *, fit_fraction, seed, families, want_cka, ica_components, ica_max_rows,
-            ica_max_iter, dtype, progress, names=None, fit_rows=None):
+            ica_max_iter, dtype, progress, names=None, fit_rows=None, ica_max_components=None):
     """compare() for every (A, B) pair of the lists: a grid of AlignmentResult, and (n_fit, n_eval)."""
     if dtype not in (None, "float64"):
         raise ValueError(f"dtype must be None (float32 where the data allow) or 'float64', got {dtype!r}")
     if ica_max_rows is not None and ica_max_rows < 3:
         raise ValueError(f"ica_max_rows must be >= 3 or None, got {ica_max_rows}")
+    if ica_max_components is not None:
+        from nearid.ica import _check_max_components
+
+        _check_max_components(ica_max_components)
     names = names or (["A"], ["B"])
     n = As[0].shape[0]
     width = max(X.shape[1] for X in list(As) + list(Bs))
@@ -981,21 +1202,53 @@ def _engine(As, Bs, *, fit_fraction, seed, families, want_cka, ica_components, i
     # (unless the grid or the pair needs float64 where the other does not: the precision is
     # chosen per call, from what the requested families need).
     rows_per_block = max(MIN_BLOCK_ROWS, BLOCK_ELEMENTS // width)
-    n_fit_blocks = -(-fit_rows.size // rows_per_block)
-    n_eval_blocks = -(-eval_rows.size // rows_per_block) if families else 0
-    per_row = n_fit_blocks + n_eval_blocks
-    bar = _Progress(progress, len(As) * per_row + (len(As) + len(Bs) if "ica" in families else 0),
-                    "nearid align")
+    float32 = dtype is None and all(map(_narrow, list(As) + list(Bs)))
+    plan = dict(n_fit=fit_rows.size, n_eval=eval_rows.size, families=families, want_cka=want_cka,
+                ica_rows=fit_rows.size if ica_max_rows is None else min(fit_rows.size, ica_max_rows),
+                ica_max_iter=ica_max_iter, ica_max_components=ica_max_components)
+    bar = _Progress(progress, _planned_work(_Work(float32), As, Bs, **plan), "nearid align")
     try:
-        return _engine_run(As, Bs, names, fit_idx, eval_idx, fit_rows, eval_rows, order, rows_per_block, per_row,
+        return _engine_run(As, Bs, names, fit_idx, eval_idx, fit_rows, eval_rows, order, rows_per_block, plan,
                            bar, families=families, want_cka=want_cka, dtype=dtype, seed=seed,
-                           ica_components=ica_components, ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter)
+                           ica_components=ica_components, ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter,
+                           ica_max_components=ica_max_components)
     finally:
         bar.close()
 
 
-def _engine_run(As, Bs, names, fit_idx, eval_idx, fit_rows, eval_rows, order, rows_per_block, per_row, bar, *,
-                families, want_cka, dtype, seed, ica_components, ica_max_rows, ica_max_iter):
+def _ica_components_guess(d, n_rows, max_components) -> int:
+    """The most components a side's ICA can get (the rows rule, the cap, the width)."""
+    from nearid.ica import ROWS_PER_COMPONENT
+
+    k = min(d, max(1, n_rows // ROWS_PER_COMPONENT))
+    return k if max_components is None else min(k, max_components)
+
+
+def _planned_work(work: _Work, As, Bs, *, n_fit, n_eval, families, want_cka, ica_rows, ica_max_iter,
+                  ica_max_components) -> float:
+    """The whole grid's estimated work, for the progress bar (see :class:`_Work`)."""
+    das, dbs = [X.shape[1] for X in As], [X.shape[1] for X in Bs]
+    need_a = bool(want_cka or {"linear", "ica"} & set(families))
+    need_b = bool(want_cka or "ica" in families)
+    ks = [_ica_components_guess(d, ica_rows, ica_max_components) for d in dbs]
+    total = 0.0
+    for i, da in enumerate(das):
+        total += work.fit(n_fit, da, dbs, need_a, need_b and i == 0)
+        if {"linear", "ica"} & set(families):
+            total += work.eigh(da)
+        if "rigid" in families:
+            total += sum(work.svd(da, db) for db in dbs)
+        if "ica" in families:
+            total += work.ica(ica_rows, _ica_components_guess(da, ica_rows, ica_max_components), da, ica_max_iter)
+        if families:
+            total += work.evaluate(n_eval, da, dbs, families, ks)
+    if "ica" in families:
+        total += sum(work.eigh(db) + work.ica(ica_rows, k, db, ica_max_iter) for db, k in zip(dbs, ks))
+    return total
+
+
+def _engine_run(As, Bs, names, fit_idx, eval_idx, fit_rows, eval_rows, order, rows_per_block, plan, bar, *,
+                families, want_cka, dtype, seed, ica_components, ica_max_rows, ica_max_iter, ica_max_components):
     for label, mats in (("A", As), ("B", Bs)):
         for name, X in zip(names[0] if label == "A" else names[1], mats):
             what = label if len(mats) == 1 else f"{label} layer {name!r}"
@@ -1011,12 +1264,14 @@ def _engine_run(As, Bs, names, fit_idx, eval_idx, fit_rows, eval_rows, order, ro
     need_a = bool(want_cka or {"linear", "ica"} & set(families))
     need_b = bool(want_cka or "ica" in families)
     ica_params = dict(seed=seed, ica_components=ica_components, ica_max_rows=ica_max_rows,
-                      ica_max_iter=ica_max_iter)
+                      ica_max_iter=ica_max_iter, ica_max_components=ica_max_components)
     floats = ["float32", "float64"] if dtype is None and all(map(_narrow, list(As) + list(Bs))) else ["float64"]
     for attempt, prec in enumerate(floats):
         try:
             grid = _run_grid(As, Bs, names, fit_idx, fit_rows, eval_rows, order, diameters, np.dtype(prec),
-                             families, want_cka, need_a, need_b, rows_per_block, bar, ica_params)
+                             families, want_cka, need_a, need_b, rows_per_block, bar, ica_params,
+                             _Work(prec == "float32"))
+            bar.replan(0.0)  # what was estimated is done: 100%
             bar.stage("done")
             for row in grid:
                 for res in row:
@@ -1025,19 +1280,21 @@ def _engine_run(As, Bs, names, fit_idx, eval_idx, fit_rows, eval_rows, order, ro
         except _NeedFloat64:
             if attempt + 1 == len(floats):
                 raise AssertionError("float64 sums were judged unresolved") from None  # pragma: no cover
-            bar.grow(per_row * len(As))
+            bar.replan(_planned_work(_Work(False), As, Bs, **plan))
             bar.describe("float64 (ill-conditioned data)")
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _run_grid(As, Bs, names, fit_idx, fit_rows, eval_rows, order, diameters, dt, families, want_cka,
-              need_a, need_b, rows_per_block, bar, ica_params):
+              need_a, need_b, rows_per_block, bar, ica_params, work):
     stats_bs = [None] * len(Bs)
     grid = []
+    dbs = [B.shape[1] for B in Bs]
     for i, A in enumerate(As):
         bar.stage("cross-products")
-        sa, stats_bs, crosses = _fit_pass(A, Bs, fit_rows, dt, None, stats_bs, need_a, need_b,
-                                          rows_per_block, bar.tick)
+        da, gram_b = A.shape[1], need_b and stats_bs[0] is None
+        sa, stats_bs, crosses = _fit_pass(A, Bs, fit_rows, dt, None, stats_bs, need_a, need_b, rows_per_block,
+                                          lambda rows: bar.tick(work.fit(rows, da, dbs, need_a, gram_b)))
         for label, st, name, count in [("A", sa, names[0][i], len(As))] + [
                 ("B", sb, nb, len(Bs)) for sb, nb in zip(stats_bs, names[1])]:
             if not st.nonconstant.any():
@@ -1047,14 +1304,19 @@ def _run_grid(As, Bs, names, fit_idx, fit_rows, eval_rows, order, diameters, dt,
         bar.stage("fitting maps")
         # d x d decompositions (SVD, eigh) and FastICA's small matrices: one BLAS thread. More
         # threads gain little at this size and, on a machine other jobs keep busy, spin-wait
-        # (an SVD of 768 x 768 took 10 s instead of 1 s with 2 threads on 2 shared cores)
+        # (an SVD of 768 x 768 took 10 s instead of 1 s with 2 threads on 2 shared cores).
+        # From SERIAL_DECOMPOSITION_WIDTH on, a decomposition takes minutes and the threads
+        # the caller allows (nearid align: the idle cores) pay; FastICA keeps one thread.
         from threadpoolctl import threadpool_limits
 
-        with threadpool_limits(limits=1):
-            fitted = [_fit_maps(A, B, sa, sb, C, families, fit_idx, dt, rows_per_block, bar, ica_params)
+        serial = max([da, *dbs]) < SERIAL_DECOMPOSITION_WIDTH
+        with threadpool_limits(limits=1 if serial else None):
+            fitted = [_fit_maps(A, B, sa, sb, C, families, fit_idx, dt, rows_per_block, bar, ica_params, work)
                       for B, sb, C in zip(Bs, stats_bs, crosses)]
         bar.stage("held-out errors")
-        errs = (_eval_pass(A, sa, Bs, stats_bs, [m for m, _ in fitted], eval_rows, dt, rows_per_block, bar.tick)
+        ks = [(info.get("ica_components") or (0, 0))[1] for _, info in fitted]
+        errs = (_eval_pass(A, sa, Bs, stats_bs, [m for m, _ in fitted], eval_rows, dt, rows_per_block,
+                           lambda rows: bar.tick(work.evaluate(rows, da, dbs, families, ks)))
                 if families else [{} for _ in Bs])
         row = []
         for j, (B, sb, C, (maps, info)) in enumerate(zip(Bs, stats_bs, crosses, fitted)):
@@ -1075,13 +1337,17 @@ def _run_grid(As, Bs, names, fit_idx, fit_rows, eval_rows, order, diameters, dt,
                                        dim_a=int(A.shape[1]), dim_b=int(B.shape[1]),
                                        ica_components=info.get("ica_components"),
                                        ica_variance=info.get("ica_variance"),
-                                       ica_converged=info.get("ica_converged"), dtype=dt.name))
+                                       ica_converged=info.get("ica_converged"), dtype=dt.name,
+                                       ica_max_components=(ica_params["ica_max_components"]
+                                                           if "ica" in families else None),
+                                       ica_components_by_rule=info.get("ica_components_by_rule"),
+                                       fallbacks=info.get("fallbacks", [])))
         grid.append(row)
     return grid
 
 
 def _compare_reference(A, B, *, fit_fraction, seed, families, want_cka, ica_components, ica_max_rows,
-                       ica_max_iter, fit_rows=None) -> AlignmentResult:
+                       ica_max_iter, fit_rows=None, ica_max_components=None) -> AlignmentResult:
     """The obviously-correct path: float64 copies, one estimator per family (slow, for checks)."""
     A, B = check_pair(A, B)
     fit_idx, eval_idx = _split(A.shape[0], max(A.shape[1], B.shape[1]), fit_fraction, seed, fit_rows)
@@ -1095,25 +1361,31 @@ def _compare_reference(A, B, *, fit_fraction, seed, families, want_cka, ica_comp
     except ValueError:
         raise ValueError("B is constant on the held-out rows (every row the same vector): its diameter "
                          "is 0, so no error can be normalised") from None
-    errors, rows, info = {}, {}, {}
+    errors, rows, info, notes = {}, {}, {}, []
     for family in families:
-        ica_params = dict(n_components=ica_components, max_rows=ica_max_rows,
-                          max_iter=ica_max_iter) if family == "ica" else {}
+        ica_params = dict(n_components=ica_components, max_rows=ica_max_rows, max_iter=ica_max_iter,
+                          max_components=ica_max_components) if family == "ica" else {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             est = make_alignment(family, random_state=seed, **ica_params).fit(A_fit, B_fit)
         rows[family] = np.linalg.norm(est.transform(A_eval) - B_eval, axis=1) / diameter
         errors[family] = float(rows[family].mean())
+        notes += getattr(est, "fallbacks_", [])
         if family == "ica":
             info = dict(ica_components=(est.ica_A_.n_components_, est.ica_B_.n_components_),
                         ica_variance=(est.ica_A_.variance_kept_, est.ica_B_.variance_kept_),
-                        ica_converged=(bool(est.ica_A_.converged_), bool(est.ica_B_.converged_)))
+                        ica_converged=(bool(est.ica_A_.converged_), bool(est.ica_B_.converged_)),
+                        ica_components_by_rule=(est.ica_A_.whitener_.n_components_by_rule_,
+                                                est.ica_B_.whitener_.n_components_by_rule_),
+                        ica_max_components=ica_max_components)
+            notes += [f"{side}: {n}" for side, ica in (("A", est.ica_A_), ("B", est.ica_B_))
+                      for n in ica.fallbacks_]
     eff = (ica_efficiency(errors["permutation"], errors["rigid"], errors["ica"])
            if {"permutation", "rigid", "ica"} <= set(errors) else float("nan"))
     return AlignmentResult(errors=errors, row_errors=rows, ica_efficiency=eff,
                            cka=linear_cka(A_fit, B_fit) if want_cka else float("nan"),
                            n_fit=int(fit_idx.size), n_eval=int(eval_idx.size), dim_a=int(A.shape[1]),
-                           dim_b=int(B.shape[1]), dtype="float64", **info)
+                           dim_b=int(B.shape[1]), dtype="float64", fallbacks=notes, **info)
 
 
 def mean_corr_coef(Z, U) -> float:

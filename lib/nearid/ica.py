@@ -21,9 +21,18 @@ the embeddings this book meets:
 
 For many rows, :class:`WhitenedICA` takes ``max_rows``: the whitening is computed on every
 row, the FastICA rotation on a seeded subsample of at most that many whitened rows
-(:func:`ica_rows`), which bounds FastICA's cost. :meth:`Whitener.from_moments` builds the
-same whitening from a mean and covariance accumulated elsewhere (``nearid.align.compare``
-streams them over row blocks), so a large matrix is never copied to whiten it.
+(:func:`ica_rows`), which bounds FastICA's cost. For many columns it takes
+``max_components``, a cap on the number of whitened components applied after the rule
+(None, the default, = no cap: what every chapter uses), which bounds it in the other
+direction (``nearid align`` passes ``nearid.align.ICA_MAX_COMPONENTS``).
+:meth:`Whitener.from_moments` builds the same whitening from a mean and covariance
+accumulated elsewhere (``nearid.align.compare`` streams them over row blocks), so a large
+matrix is never copied to whiten it.
+
+The decompositions run through :mod:`nearid.linalg`, which retries a LAPACK driver that
+does not converge with a slower, more robust one (bit-identical where the first succeeds),
+and FastICA failing numerically is retried once from the identity start, then replaced by
+the unrotated principal axes; each fallback is recorded in ``fallbacks_``.
 """
 
 from __future__ import annotations
@@ -46,13 +55,15 @@ class LowVarianceWarning(UserWarning):
 
 
 def choose_components(variances, n_rows: int, rule: float | int | str | None = DEFAULT_COMPONENTS,
-                      rows_per_component: int | None = ROWS_PER_COMPONENT) -> int:
+                      rows_per_component: int | None = ROWS_PER_COMPONENT,
+                      max_components: int | None = None) -> int:
     """How many leading principal components to whiten onto.
 
     ``variances`` are the principal variances in decreasing order (zeros already removed).
     ``rule``: a float in (0, 1] keeps the fewest leading components whose variance reaches
     that share; an int keeps that many; "all" or None keeps every one. The result is then
-    capped at ``n_rows // rows_per_component`` (None = no cap) and is at least 1.
+    capped at ``n_rows // rows_per_component`` (None = no cap) and at ``max_components``
+    (None = no cap), and is at least 1.
     """
     variances = np.asarray(variances, dtype=np.float64)
     rank = int(variances.size)
@@ -73,7 +84,16 @@ def choose_components(variances, n_rows: int, rule: float | int | str | None = D
         raise ValueError(f"n_components must be a share in (0, 1], an int >= 1 or 'all', got {rule!r}")
     if rows_per_component:
         k = min(k, n_rows // rows_per_component)
+    if max_components is not None:
+        k = min(k, _check_max_components(max_components))
     return max(1, min(k, rank))
+
+
+def _check_max_components(max_components) -> int:
+    if (not isinstance(max_components, numbers.Integral) or isinstance(max_components, bool)
+            or max_components < 1):
+        raise ValueError(f"max_components must be an int >= 1 or None, got {max_components!r}")
+    return int(max_components)
 
 
 def _degenerate_columns(X: np.ndarray, rtol: float) -> tuple[np.ndarray, dict[int, int]]:
@@ -114,15 +134,19 @@ def _sign_convention(components: np.ndarray) -> np.ndarray:
     return components * signs
 
 
-def pca_from_covariance(covariance, rel_tol: float, abs_tol: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def pca_from_covariance(covariance, rel_tol: float, abs_tol: float = 0.0,
+                        notes: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Principal variances (decreasing) and axes (columns) of a covariance matrix.
 
     Directions whose variance is at most ``rel_tol`` times the largest, or at most
     ``abs_tol``, are numerically zero and dropped. The eigen-decomposition runs in float64
-    whatever the input's type.
+    whatever the input's type (:func:`nearid.linalg.eigh`: numpy's, or a fallback driver
+    recorded in ``notes``).
     """
+    from nearid import linalg
+
     cov = np.asarray(covariance, dtype=np.float64)
-    var, vec = np.linalg.eigh((cov + cov.T) / 2)
+    var, vec = linalg.eigh((cov + cov.T) / 2, notes, what="PCA eigh")
     var, vec = var[::-1], vec[:, ::-1]
     if var.size == 0 or var[0] <= 0:
         return var[:0], vec[:, :0]
@@ -141,6 +165,7 @@ class Whitener(TransformerMixin, BaseEstimator):
         constant (a dead unit).
     max_rows : the component cap counts at most this many rows (the rows FastICA will see
         when :class:`WhitenedICA` fits its rotation on a subsample); None = every row.
+    max_components : at most this many components, whatever the rule asks (None = no cap).
 
     Attributes
     ----------
@@ -149,6 +174,9 @@ class Whitener(TransformerMixin, BaseEstimator):
     duplicates_ : {dropped column: the kept column it equals}.
     mean_ : mean of every input column on the fit rows.
     n_components_ : number of whitened components.
+    n_components_by_rule_ : the number the rule (and the rows cap) asked for, before
+        ``max_components``; larger than ``n_components_`` when that cap bound.
+    fallbacks_ : numerical fallbacks used (text, one per event; empty when none).
     explained_variance_ratio_ : share of the (kept columns') variance of each component.
     variance_kept_ : share of the total variance the whitened components hold.
     whitening_ : (n_kept_columns, n_components) map from centred kept columns to white
@@ -157,11 +185,12 @@ class Whitener(TransformerMixin, BaseEstimator):
 
     def __init__(self, n_components: float | int | str | None = DEFAULT_COMPONENTS,
                  rows_per_component: int | None = ROWS_PER_COMPONENT, rtol: float = 1e-9,
-                 max_rows: int | None = None):
+                 max_rows: int | None = None, max_components: int | None = None):
         self.n_components = n_components
         self.rows_per_component = rows_per_component
         self.rtol = rtol
         self.max_rows = max_rows
+        self.max_components = max_components
 
     def fit(self, X, y=None) -> "Whitener":
         X = check_array(X, dtype=np.float64, ensure_min_samples=3)
@@ -171,10 +200,13 @@ class Whitener(TransformerMixin, BaseEstimator):
         if not keep.any():
             raise ValueError("every column is constant on the fit rows: nothing to whiten")
         Xc = X[:, keep] - mean[keep]
-        _, s, Vt = np.linalg.svd(Xc, full_matrices=False)
+        from nearid import linalg
+
+        notes: list[str] = []
+        _, s, Vt = linalg.svd(Xc, notes, what="whitening SVD")
         var = s ** 2 / (n - 1)
         nonzero = var > var[0] * max(Xc.shape) * np.finfo(np.float64).eps
-        return self._set(mean, var[nonzero], Vt[nonzero].T, n, keep, duplicates)
+        return self._set(mean, var[nonzero], Vt[nonzero].T, n, keep, duplicates, notes)
 
     @classmethod
     def from_moments(cls, mean, covariance, n_rows: int, *, kept_columns=None, duplicates=None,
@@ -200,21 +232,26 @@ class Whitener(TransformerMixin, BaseEstimator):
             raise ValueError("every column is constant on the fit rows: nothing to whiten")
         if rel_tol is None:
             rel_tol = max(n_rows, int(keep.sum())) * np.finfo(np.float64).eps
+        notes: list[str] = []
         if pca is None:
-            pca = pca_from_covariance(cov[np.ix_(keep, keep)], rel_tol)
+            pca = pca_from_covariance(cov[np.ix_(keep, keep)], rel_tol, notes=notes)
         var, axes = pca
         return self._set(mean, np.asarray(var, dtype=np.float64), np.asarray(axes, dtype=np.float64), n_rows,
-                         keep, dict(duplicates or {}))
+                         keep, dict(duplicates or {}), notes)
 
-    def _set(self, mean, var, axes, n_rows, keep, duplicates) -> "Whitener":
+    def _set(self, mean, var, axes, n_rows, keep, duplicates, notes=()) -> "Whitener":
         """Store the fitted state from principal variances ``var`` and axes (columns)."""
         if var.size == 0:
             raise ValueError("no direction with non-zero variance: nothing to whiten")
         self.mean_ = mean
         self.kept_columns_ = keep
         self.duplicates_ = duplicates
+        self.fallbacks_ = list(notes)
         cap_rows = n_rows if self.max_rows is None else min(n_rows, self.max_rows)
-        k = choose_components(var, cap_rows, self.n_components, self.rows_per_component)
+        by_rule = choose_components(var, cap_rows, self.n_components, self.rows_per_component)
+        k = by_rule if self.max_components is None else choose_components(
+            var, cap_rows, self.n_components, self.rows_per_component, self.max_components)
+        self.n_components_by_rule_ = by_rule
         self.n_components_ = k
         self.explained_variance_ratio_ = var[:k] / var.sum()
         self.variance_kept_ = float(var[:k].sum() / var.sum())
@@ -260,18 +297,26 @@ class WhitenedICA(TransformerMixin, BaseEstimator):
         deterministic output.
     max_rows : fit the rotation on a seeded subsample of at most this many rows
         (:func:`ica_rows`); the whitening always uses every row. None = every row.
+    max_components : at most this many whitened components, whatever ``n_components``
+        asks (None = no cap); see ``nearid.align.ICA_MAX_COMPONENTS`` for why a cap.
 
     Attributes
     ----------
     whitener_ : the fitted :class:`Whitener` (``n_components_``, ``variance_kept_``).
     rotation_ : (k, k) orthogonal ICA rotation of the white components.
-    converged_ : False when FastICA stopped at ``max_iter`` (a warning is raised too).
+    converged_ : False when FastICA stopped at ``max_iter`` (a warning is raised too), or
+        when it failed numerically and a fallback was used.
+    n_iter_ : FastICA's iterations (0 when it did not run).
+    fallbacks_ : numerical fallbacks used by the whitening or FastICA (text; empty if none).
+        FastICA raising (LinAlgError, or a ValueError from non-finite iterates) is retried
+        once from the identity rotation; if that fails too, the rotation is the identity
+        (the whitened principal axes, unrotated) and ``converged_`` is False.
     """
 
     def __init__(self, n_components: float | int | str | None = DEFAULT_COMPONENTS,
                  rows_per_component: int | None = ROWS_PER_COMPONENT, max_iter: int = 1000,
                  tol: float = 1e-4, fun: str = "logcosh", random_state: int | None = 0,
-                 max_rows: int | None = None):
+                 max_rows: int | None = None, max_components: int | None = None):
         self.n_components = n_components
         self.rows_per_component = rows_per_component
         self.max_iter = max_iter
@@ -279,48 +324,74 @@ class WhitenedICA(TransformerMixin, BaseEstimator):
         self.fun = fun
         self.random_state = random_state
         self.max_rows = max_rows
+        self.max_components = max_components
 
     def fit(self, X, y=None) -> "WhitenedICA":
         X = check_array(X, dtype=np.float64, ensure_min_samples=3)
-        whitener = Whitener(self.n_components, self.rows_per_component, max_rows=self.max_rows).fit(X)
+        whitener = Whitener(self.n_components, self.rows_per_component, max_rows=self.max_rows,
+                            max_components=self.max_components).fit(X)
         rows = ica_rows(X.shape[0], self.max_rows, self.random_state)
         return self.fit_whitened(whitener, whitener.transform(X if rows is None else X[rows]))
 
-    def fit_whitened(self, whitener: Whitener, Z) -> "WhitenedICA":
+    def fit_whitened(self, whitener: Whitener, Z, on_iteration=None) -> "WhitenedICA":
         """Fit the ICA rotation on rows ``Z`` already whitened by the fitted ``whitener``.
 
         :meth:`fit` is ``fit_whitened(Whitener(...).fit(X), <X's subsample, whitened>)``;
         ``nearid.align.compare`` calls this directly with a :meth:`Whitener.from_moments`.
+        ``on_iteration`` (a callable without arguments, or None) is called once per FastICA
+        iteration, for a progress bar; the arithmetic is the same with or without it.
         """
-        from sklearn.decomposition import FastICA
-        from threadpoolctl import threadpool_limits
-
         self.whitener_ = whitener
+        self.fallbacks_ = list(getattr(whitener, "fallbacks_", ()))
         # float64 always: FastICA in float32 was seen to diverge (a 1e29 "rotation") on
         # Gaussian-noise directions where float64 merely stops at max_iter
         Z = check_array(Z, dtype=np.float64)
         k = Z.shape[1]
         if k == 1:
-            self.rotation_, self.converged_ = np.ones((1, 1)), True
+            self.rotation_, self.converged_, self.n_iter_ = np.ones((1, 1)), True, 0
         else:
-            ica = FastICA(n_components=k, whiten=False, fun=self.fun, max_iter=self.max_iter,
-                          tol=self.tol, random_state=self.random_state)
-            # FastICA iterates on small (k x k) matrices, where multi-threaded BLAS spends its
-            # time waiting for threads (an eigh of 128 x 128 took 0.3 s instead of 2 ms on a
-            # busy 2-core machine): one thread is faster, and the result is the same.
-            with warnings.catch_warnings(record=True) as caught, threadpool_limits(limits=1):
-                warnings.simplefilter("always", ConvergenceWarning)
-                ica.fit(Z)
-            self.converged_ = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+            try:
+                self._fastica(Z, None, on_iteration)
+            except (np.linalg.LinAlgError, ValueError, FloatingPointError) as first:
+                # Z is finite (check_array): a failure here is FastICA's own iterates
+                # degenerating (an eigh or the final pinv on a non-finite or singular matrix)
+                try:
+                    self._fastica(Z, np.eye(k), on_iteration)
+                    self.fallbacks_.append(f"FastICA failed from its random start ({type(first).__name__}: "
+                                           f"{first}); refitted from the identity rotation")
+                except (np.linalg.LinAlgError, ValueError, FloatingPointError) as second:
+                    self.rotation_, self.converged_, self.n_iter_ = np.eye(k), False, 0
+                    self.fallbacks_.append(f"FastICA failed from its random start ({type(first).__name__}: "
+                                           f"{first}) and from the identity ({type(second).__name__}: "
+                                           f"{second}); the whitened principal axes are used unrotated")
             if not self.converged_:
                 warnings.warn(f"FastICA did not converge in {self.max_iter} iterations; "
                               "components may be rotated away from the independent axes",
                               ConvergenceWarning, stacklevel=2)
-            self.rotation_ = ica.components_  # orthogonal: the data are already white
         self.n_components_ = k
         self.variance_kept_ = whitener.variance_kept_
         self.n_features_in_ = self.whitener_.n_features_in_
         return self
+
+    def _fastica(self, Z, w_init, on_iteration) -> None:
+        """scikit-learn's FastICA on the white rows Z: sets rotation_, converged_, n_iter_."""
+        from sklearn.decomposition import FastICA
+        from threadpoolctl import threadpool_limits
+
+        fun = self.fun
+        if on_iteration is not None and fun == "logcosh":
+            fun = _counting_logcosh(on_iteration)
+        ica = FastICA(n_components=Z.shape[1], whiten=False, fun=fun, max_iter=self.max_iter,
+                      tol=self.tol, random_state=self.random_state, w_init=w_init)
+        # FastICA iterates on small (k x k) matrices, where multi-threaded BLAS spends its
+        # time waiting for threads (an eigh of 128 x 128 took 0.3 s instead of 2 ms on a
+        # busy 2-core machine): one thread is faster, and the result is the same.
+        with warnings.catch_warnings(record=True) as caught, threadpool_limits(limits=1):
+            warnings.simplefilter("always", ConvergenceWarning)
+            ica.fit(Z)
+        self.converged_ = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+        self.n_iter_ = int(ica.n_iter_)
+        self.rotation_ = ica.components_  # orthogonal: the data are already white
 
     def transform(self, X) -> np.ndarray:
         check_is_fitted(self, "rotation_")
@@ -349,3 +420,20 @@ class WhitenedICA(TransformerMixin, BaseEstimator):
         for dropped, twin in w.duplicates_.items():
             M[dropped] = M[twin]
         return M
+
+
+def _counting_logcosh(on_iteration):
+    """FastICA's logcosh contrast, calling ``on_iteration()`` each time FastICA evaluates it
+    (once per iteration of the parallel algorithm). The arithmetic is scikit-learn's own
+    function, so the iterates are bit for bit those of ``fun="logcosh"``; where that private
+    function is not found, plain "logcosh" is used (no progress, same numbers)."""
+    try:
+        from sklearn.decomposition._fastica import _logcosh
+    except ImportError:  # pragma: no cover - a future scikit-learn
+        return "logcosh"
+
+    def logcosh(x, **fun_args):
+        on_iteration()
+        return _logcosh(x, fun_args)
+
+    return logcosh

@@ -251,7 +251,9 @@ def human_seconds(s: float | None) -> str:
         return f"{s / 60:.0f} min"
     if s < 3 * 86400:
         return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} d"
+    if s < 1000 * 86400:
+        return f"{s / 86400:.1f} d"
+    return f"{s / 86400 / 365.25:.3g} years"
 
 
 def chapter_summary(plans: Sequence[KindPlan]) -> dict[str, Any]:
@@ -266,24 +268,36 @@ def chapter_summary(plans: Sequence[KindPlan]) -> dict[str, Any]:
             "longest_s": max((p.longest_s for p in plans if p.longest_s is not None), default=None)}
 
 
-def format_chapter(name: str, plans: Sequence[KindPlan]) -> str:
-    """The text ``nearid plan`` prints for one chapter."""
-    def num(v, width, prec=2):
-        return f"{v:{width}.{prec}f}" if v is not None else f"{'-':>{width}s}"
+PLAN_COLUMNS = ("kind", "tasks", "steps/task", "once s", "setup s", "ms/step", "estimate", "peak RSS", "GPU peak")
 
-    lines = [name, f"  {'kind':24s} {'tasks':>6s} {'steps/task':>10s} {'once s':>8s} {'setup s':>8s} {'ms/step':>8s} "
-                   f"{'estimate':>9s} {'peak RSS':>9s} {'GPU peak':>9s}"]
+
+def format_chapter(name: str, plans: Sequence[KindPlan]) -> str:
+    """The text ``nearid plan`` prints for one chapter: a table whose columns are as wide as
+    their widest cell (kind names run long: ``train_vae_beta_tcvae (gpu)``), then a summary."""
+    def num(v, prec=2):
+        return f"{v:.{prec}f}" if v is not None else "-"
+
+    rows, notes = [], {}
     for p in plans:
         m = p.measurement
         per_task = f"{p.steps / p.tasks:.0f}" if p.steps is not None else "-"
         kind = p.kind + (" (gpu)" if p.gpu else "")
         if m is None or m.error is not None:
-            lines.append(f"  {kind:24s} {p.tasks:6d} {per_task:>10s}   not timed: {m.error if m else 'no measurement'}")
+            rows.append([kind, str(p.tasks), per_task])
+            notes[len(rows) - 1] = f"not timed: {m.error if m else 'no measurement'}"
             continue
         step_ms = m.step_s * 1000 if m.step_s is not None else None
         setup = m.setup_s if m.setup_s is not None else m.task_s
-        lines.append(f"  {kind:24s} {p.tasks:6d} {per_task:>10s} {num(m.once_s, 8)} {num(setup, 8)} {num(step_ms, 8)} "
-                     f"{human_seconds(p.estimate_s):>9s} {human_mb(m.peak_rss_mb):>9s} {human_mb(m.peak_gpu_mb, '-'):>9s}")
+        rows.append([kind, str(p.tasks), per_task, num(m.once_s), num(setup), num(step_ms),
+                     human_seconds(p.estimate_s), human_mb(m.peak_rss_mb), human_mb(m.peak_gpu_mb, "-")])
+    widths = [max([len(h), *(len(r[i]) for r in rows if i < len(r))]) for i, h in enumerate(PLAN_COLUMNS)]
+
+    def line(cells: Sequence[str]) -> str:  # the kind left-aligned, numbers right-aligned
+        return "  " + "  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(cells))
+
+    lines = [name, line(PLAN_COLUMNS)]
+    for i, row in enumerate(rows):
+        lines.append(line(row) + (f"   {notes[i]}" if i in notes else ""))
     s = chapter_summary(plans)
     devices = sorted({p.measurement.device for p in plans if p.measurement and p.measurement.device})
     lines.append(f"  estimate: {human_seconds(s['estimate_s'])}{'' if s['complete'] else ' + kinds not timed'} "

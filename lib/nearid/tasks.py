@@ -37,7 +37,10 @@ arguments, the source of every ``nearid`` module the function's module imports
 (:mod:`nearid.codehash`) and the installed package versions. A task whose key is in the cache
 is not run again; ``force`` recomputes (and overwrites) every entry. Results are written by
 the calling process as each task finishes, so a cluster's workers need no shared disk, and a
-run killed at any moment keeps every result that finished before.
+run killed at any moment keeps every result that finished before. Entries are stored without
+pickle (:mod:`nearid.safeformat`) and authenticated with a secret kept outside the cache
+(:func:`cache_secret`), so a cache folder someone else can write is at worst recomputed,
+never a way to run code or to slip in numbers.
 
 Where the executor and the cache come from, in order: the arguments of :func:`run_tasks`
 (executor ``"auto"`` or None defers to the environment), then the environment
@@ -52,10 +55,10 @@ import hashlib
 import importlib
 import importlib.metadata
 import inspect
+import hmac
 import json
 import multiprocessing
 import os
-import pickle
 import platform
 import secrets
 import socket
@@ -66,7 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nearid import codehash, kernels
+from nearid import codehash, kernels, safeformat
 
 EXECUTORS = ("inprocess", "processes", "dask")
 ENV_EXECUTOR, ENV_SCHEDULER, ENV_WORKERS = "NEARID_EXECUTOR", "NEARID_SCHEDULER", "NEARID_WORKERS"
@@ -192,36 +195,85 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+ENV_CACHE_KEY, ENV_CACHE_KEY_FILE = "NEARID_CACHE_KEY", "NEARID_CACHE_KEY_FILE"
+
+
+def _default_key_file() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "nearid" / "task-cache.key"
+
+
+def cache_secret() -> bytes:
+    """The secret that authenticates task-cache entries (HMAC-SHA256), kept outside any cache.
+
+    ``$NEARID_CACHE_KEY`` (the secret itself), else the file ``$NEARID_CACHE_KEY_FILE``, else
+    ``~/.config/nearid/task-cache.key`` (``$XDG_CONFIG_HOME`` honoured), created on first use
+    with 32 random bytes, readable by its owner only. A team that shares a cache folder shares
+    this file on purpose (point ``NEARID_CACHE_KEY_FILE`` at it); anyone else who can write the
+    folder cannot make an entry that is accepted."""
+    given = os.environ.get(ENV_CACHE_KEY)
+    if given:
+        return given.encode()
+    path = Path(os.environ.get(ENV_CACHE_KEY_FILE) or _default_key_file())
+    try:
+        return path.read_bytes().strip() or _refuse_key(path, "is empty")
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        _refuse_key(path, f"cannot be read ({exc.strerror})")
+    if os.environ.get(ENV_CACHE_KEY_FILE):
+        _refuse_key(path, "does not exist")  # a named file is the team's: never invent one in its place
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process made it just now
+        return path.read_bytes().strip()
+    except OSError as exc:
+        _refuse_key(path, f"cannot be created ({exc.strerror})")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(secrets.token_hex(32).encode() + b"\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    return path.read_bytes().strip()
+
+
+def _refuse_key(path: Path, why: str) -> bytes:
+    raise RuntimeError(f"the task-cache key file {path} {why}; set ${ENV_CACHE_KEY_FILE} to a readable key "
+                       f"file, or ${ENV_CACHE_KEY} to a secret, or run without a task cache")
+
+
 class TaskCache:
-    """Finished results on disk, one file per key, written atomically, checked when read.
+    """Finished results on disk, one file per key, written atomically, authenticated when read.
 
-    An entry is ``b"nearid-task 1 <key> <sha256 of payload> <payload length>\\n" + payload``,
-    the payload being the pickled result. A writer writes a temporary file in the entry's
-    folder (``.<key>.pkl.<host>.<pid>.<random>.tmp``), syncs it and renames it into place,
-    so a reader sees a whole entry or none. An entry whose header, length or digest does not
-    match (truncated, bit-flipped, written by an older format, moved under another key) is
-    reported as damaged and recomputed, never used. Temporary files left by a killed writer
-    are never read, and :meth:`clean` removes them (see there).
-
-    Safety of reading pickles: unpickling runs code named in the file, so a cache folder must
-    be as trusted as the code itself. The entries are our own files, written only by
-    :meth:`put` into a folder the user chose; the digest guards against corruption, not
-    against someone who can write there (they could equally edit ``lib/nearid``). Do not
-    point ``NEARID_TASK_CACHE`` at files you did not make.
+    An entry is ``b"nearid-task 2 <key> <HMAC> <payload length>\\n" + payload``. The payload is
+    the result in :mod:`nearid.safeformat` (an ``.npz`` archive read without pickle: reading an
+    entry never runs code, whoever wrote it). The HMAC-SHA256 covers the key and the payload
+    under :func:`cache_secret`, a secret kept outside the cache folder: an entry that is
+    truncated, bit-flipped, moved under another key, written in the old pickle format or by
+    someone without the secret is reported (``"damaged"`` or ``"unauthenticated"``) and
+    recomputed, never used. A writer writes a temporary file in the entry's folder
+    (``.<key>.entry.<host>.<pid>.<random>.tmp``), syncs it and renames it into place, so a
+    reader sees a whole entry or none. Temporary files left by a killed writer are never
+    read, and :meth:`clean` removes them (see there).
     """
 
     MAGIC = b"nearid-task"
-    FORMAT = b"1"
+    FORMAT = b"2"
+    SUFFIX = ".entry"
     STALE_SECONDS = 24 * 3600  # a temporary file this old is abandoned whoever wrote it
 
-    def __init__(self, folder: str | os.PathLike):
+    def __init__(self, folder: str | os.PathLike, secret: bytes | None = None):
         self.folder = Path(folder)
+        self.secret = cache_secret() if secret is None else secret
 
     def path(self, key: str) -> Path:
-        return self.folder / key[:2] / f"{key}.pkl"
+        return self.folder / key[:2] / f"{key}{self.SUFFIX}"
+
+    def _mac(self, key: str, payload: bytes) -> bytes:
+        return hmac.new(self.secret, key.encode() + b"\n" + payload, hashlib.sha256).hexdigest().encode()
 
     def read(self, key: str) -> tuple[str, Any]:
-        """("ok", result), ("missing", None) or ("damaged", None)."""
+        """("ok", result), ("missing", None), ("damaged", None) or ("unauthenticated", None)."""
         try:
             blob = self.path(key).read_bytes()
         except FileNotFoundError:
@@ -231,25 +283,27 @@ class TaskCache:
         header, newline, payload = blob.partition(b"\n")
         fields = header.split(b" ")
         if (not newline or len(fields) != 5 or fields[:3] != [self.MAGIC, self.FORMAT, key.encode()]
-                or fields[4] != str(len(payload)).encode()
-                or fields[3] != hashlib.sha256(payload).hexdigest().encode()):
-            return "damaged", None  # truncated, corrupted or foreign: recompute, never use
+                or fields[4] != str(len(payload)).encode()):
+            return "damaged", None  # truncated or another format: recompute, never use
+        if not hmac.compare_digest(fields[3], self._mac(key, payload)):
+            return "unauthenticated", None  # forged, moved, or written under another secret
         try:
-            return "ok", pickle.loads(payload)  # our own file, checked by its digest (see the class)
-        except Exception:  # e.g. a class the result used no longer exists
+            return "ok", safeformat.loads(payload)  # reads arrays and JSON, never unpickles
+        except Exception:
             return "damaged", None
 
     def get(self, key: str) -> tuple[bool, Any]:
-        """(True, result) for a complete entry; (False, None) for a missing or damaged one."""
+        """(True, result) for an authentic entry; (False, None) otherwise."""
         status, value = self.read(key)
         return status == "ok", value
 
     def put(self, key: str, result: Any) -> None:
+        """Store ``result``; :class:`nearid.safeformat.UnsafeValue` if it holds a value the
+        safe format does not store (nothing is written then)."""
         path = self.path(key)
+        payload = safeformat.dumps(result)
         path.parent.mkdir(parents=True, exist_ok=True)
-        payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-        header = b" ".join([self.MAGIC, self.FORMAT, key.encode(), hashlib.sha256(payload).hexdigest().encode(),
-                            str(len(payload)).encode()])
+        header = b" ".join([self.MAGIC, self.FORMAT, key.encode(), self._mac(key, payload), str(len(payload)).encode()])
         tmp = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
             with open(tmp, "wb") as fh:
@@ -279,7 +333,7 @@ class TaskCache:
             try:
                 rest = tmp.name[1:-len(".tmp")]
                 front, pid, _ = rest.rsplit(".", 2)
-                writer_host = front.split(".pkl.", 1)[1]
+                writer_host = front.split(TaskCache.SUFFIX + ".", 1)[1]
                 dead = writer_host == host and not _pid_alive(int(pid))
                 if dead or now - tmp.stat().st_mtime > max_age:
                     tmp.unlink()
@@ -399,8 +453,25 @@ def _check_kernels(caller: str) -> None:
                            "`eval \"$(nearid kernels --export)\"` (the same NEARID_NATIVE_KERNELS as the caller)")
 
 
+def _worker_code_digest(module: str, tries: int = 5) -> str:
+    """:func:`code_digest` in a worker. CPython 3.11 keeps the AST validator's recursion depth
+    per interpreter, not per thread (gh-106905), so ``ast.parse`` while another thread of a
+    Dask worker compiles code can raise a spurious "AST constructor recursion depth mismatch";
+    the parse is pure, so it is simply retried."""
+    for attempt in range(tries):
+        try:
+            return code_digest(module)
+        except SystemError as exc:
+            if "recursion depth mismatch" not in str(exc) or attempt == tries - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 def _check_worker(module: str, code: str, versions: dict[str, str]) -> None:
-    mine = _WORKER_CODE.setdefault(module, code_digest(module))
+    if module not in _WORKER_CODE:
+        _WORKER_CODE[module] = _worker_code_digest(module)
+    mine = _WORKER_CODE[module]
     if mine != code:
         raise RuntimeError(f"worker {socket.gethostname()} (pid {os.getpid()}) runs other code for {module} "
                            "than the caller (the library changed since this worker imported it?); restart the "
@@ -600,7 +671,7 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
         keys.append(task_key(t, versions, code=codes[t.fn.__module__]))
     results: list[Any] = [None] * len(tasks)
     waiting: dict[str, list[int]] = {}  # key -> task indices, in task order
-    damaged = cleaned = 0
+    damaged = forged = cleaned = unsafe = 0
     if cache is not None:
         cleaned = cache.clean()
     for i, key in enumerate(keys):
@@ -612,6 +683,7 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
             results[i] = value
         else:
             damaged += status == "damaged"
+            forged += status == "unauthenticated"
             waiting[key] = [i]
     reused = len(tasks) - sum(len(v) for v in waiting.values())
     jobs = [_Job(key, tasks[idx[0]], codes[tasks[idx[0]].fn.__module__]) for key, idx in waiting.items()]
@@ -630,7 +702,11 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
             for j, result in backend:
                 job = jobs[j]
                 if cache is not None:
-                    cache.put(job.key, result)
+                    try:
+                        cache.put(job.key, result)
+                    except safeformat.UnsafeValue as exc:  # the result is used; only its reuse is lost
+                        unsafe += 1
+                        say(f"not cached ({job.task.label or job.task.name}): {exc}")
                 indices = waiting[job.key]
                 for n, i in enumerate(indices):
                     results[i] = result if n == 0 else copy.deepcopy(result)
@@ -648,6 +724,11 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
              executor + (pool if executor == "processes" or scheduler == LOCAL_SCHEDULER else "")]
     if damaged:
         notes.append(f"{damaged} damaged cache entr{'y' if damaged == 1 else 'ies'} recomputed")
+    if forged:
+        notes.append(f"{forged} unauthenticated cache entr{'y' if forged == 1 else 'ies'} (altered, forged or "
+                     f"written under another ${ENV_CACHE_KEY_FILE}) recomputed")
+    if unsafe:
+        notes.append(f"{unsafe} result{'s' if unsafe > 1 else ''} not cached (not storable without pickle)")
     if cleaned:
         notes.append(f"{cleaned} abandoned temporary file{'s' if cleaned > 1 else ''} removed")
     say(f"{len(tasks)} tasks: {reused} reused, {len(tasks) - reused} computed ({', '.join(notes)})")

@@ -54,8 +54,9 @@ BAD_VALUES = [
     ("04", {"fit_fraction": 0}, "'fit_fraction' got 0; allowed: a number in (0, 1)"),
     ("04", {"pairs": []}, "'pairs' got []; allowed: a list of at least 1 element"),
     ("04", {"resnet_train": 20000, "mnist_train": 1000}, "resnet_train must not exceed mnist_train"),
-    ("02", {"seeds": 0}, "'seeds' got 0; allowed: an int >= 2"),
-    ("02", {"seeds": 1}, "'seeds' got 1; allowed: an int >= 2"),
+    ("02", {"seeds": 0}, "'seeds' got 0; allowed: an int in [2, 1000]"),
+    ("02", {"seeds": 1}, "'seeds' got 1; allowed: an int in [2, 1000]"),
+    ("02", {"seeds": 1_000_000_000}, "'seeds' got 1000000000; allowed: an int in [2, 1000]"),
     ("02", {"epochs": -3}, "'epochs' got -3; allowed: an int >= 1"),
     ("02", {"deltas": []}, "'deltas' got []; allowed: a list of at least 1 element"),
     ("02", {"deltas": [0.2, 1.0]}, "element 1 is 1.0; allowed: a list of at least 1 element, without repeats, "

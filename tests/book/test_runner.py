@@ -268,6 +268,7 @@ def test_interrupt_stops_the_kernel_and_cleans_up(project):
     assert not list(out.glob(".*running*"))
     assert (out / "98_tiny.json").read_text() == good
     assert all(until(lambda: _gone(pid), 10) for pid in seen["kernels"])
+    assert [r["status"] for r in json.loads((out / "timings.json").read_text())] == ["ok", "interrupted"]
 
 
 def test_kernel_dies_with_a_killed_runner(tmp_path):
@@ -317,3 +318,118 @@ def test_bad_values_fail_before_any_work(project):
     with pytest.raises(ValueError, match="'value' got 'x'; allowed: an int"):
         runner.run_chapter("98", "smoke", {"value": "x"}, root=project)
     assert not (project / "book" / "executed").exists()
+
+
+# ----------------------------------------------------------------------------- one run at a time
+def test_a_second_run_waits_for_the_chapter_lock(project):
+    """While a run holds a chapter's lock, another run of it says who holds it and waits; it
+    goes on once the lock is released."""
+    out = project / "book" / "executed"
+    ch = runner.get_chapter("98", project)
+    said, result = [], {}
+
+    def second():
+        result["value"] = runner.run_chapter_outcome("98", "smoke", {"value": 4}, root=project, say=said.append)
+
+    with runner.chapter_lock(out, ch, about="nearid run 98 --profile smoke (the test)"):
+        thread = threading.Thread(target=second, daemon=True)
+        thread.start()
+        until(lambda: said, 60)
+        time.sleep(0.5)
+        assert thread.is_alive() and not (out / "98_tiny.json").exists(), "it must wait, not run"
+    thread.join(120)
+    assert "the test" in said[0] and "waiting for it to finish" in said[0], said
+    assert result["value"][1] == "executed" and result["value"][0]["value"] == 8
+    assert not list(out.glob(".*running*"))
+
+
+def test_a_key_serves_only_its_own_outputs(project):
+    """The .key names the sha256 of the notebook and JSON it was written with: outputs that
+    another run replaced are not served under it (they were, with seed 1's numbers for seed 0)."""
+    out = project / "book" / "executed"
+    ch = runner.get_chapter("98", project)
+    runner.run_chapter("98", "smoke", root=project)
+    key = json.loads((out / "98_tiny.key").read_text())
+    assert set(key["outputs"]) == {"ipynb", "json"}
+    params = profiles.resolve("98_tiny", "smoke")
+    assert runner.is_cached(ch, runner.cache_key(ch, "smoke", params, out), out)
+    doc = json.loads((out / "98_tiny.json").read_text())
+    (out / "98_tiny.json").write_text(json.dumps({**doc, "value": 99}))  # another run's JSON
+    assert not runner.is_cached(ch, runner.cache_key(ch, "smoke", params, out), out)
+    assert runner.run_chapter_outcome("98", "smoke", root=project)[1] == "executed"
+    # a key written before keys named their outputs: its parameters must match the JSON's
+    legacy = {k: v for k, v in json.loads((out / "98_tiny.key").read_text()).items() if k != "outputs"}
+    (out / "98_tiny.key").write_text(json.dumps(legacy))
+    assert runner.is_cached(ch, runner.cache_key(ch, "smoke", params, out), out)
+    (out / "98_tiny.json").write_text(json.dumps({**doc, "params": {**doc["params"], "value": 5}}))
+    assert not runner.is_cached(ch, runner.cache_key(ch, "smoke", params, out), out)
+
+
+def test_files_of_a_killed_run_are_removed_by_the_next(project):
+    out = project / "book" / "executed"
+    out.mkdir(parents=True)
+    dead = 2 ** 22 + 12345  # above the default pid_max: no such process
+    stale = out / f".98_tiny.running.{dead}-0badc0de.ipynb"
+    live = out / f".98_tiny.running.{os.getpid()}-1badc0de.ipynb"  # this very process: alive
+    stale.write_text("{}")
+    live.write_text("{}")
+    runner.run_chapter("98", "smoke", root=project)
+    assert not stale.exists() and live.exists()
+
+
+# ----------------------------------------------------------------------------- exit codes and messages
+@pytest.fixture
+def cli_project(project, monkeypatch):
+    monkeypatch.setenv("NEARID_ROOT", str(project))
+    from nearid.cli import main as cli
+
+    return cli
+
+
+def test_exit_codes_ok_failed_refused(cli_project, capsys):
+    cli = cli_project
+    assert cli.main(["run", "98", "--profile", "smoke"]) == 0
+    assert capsys.readouterr().out.startswith("98_tiny: executed in ")
+    assert cli.main(["run", "98", "--profile", "smoke"]) == 0
+    assert capsys.readouterr().out.startswith("98_tiny: cached (nothing ran): ")
+    assert cli.main(["run", "98", "--profile", "smoke", "-p", "fail=True"]) == 1, "a failed chapter"
+    err = capsys.readouterr().err
+    assert err.startswith("nearid run: chapter 98_tiny failed in cell") and err.count("\n") == 1, err
+    assert cli.main(["run", "98", "--profile", "smoke", "-p", "value=1", "-p", "value=2"]) == 2, "bad input"
+    assert "parameter 'value' is given twice (-p value=1 and -p value=2)" in capsys.readouterr().err
+
+
+def test_a_book_with_a_failed_chapter_exits_1(cli_project, project, capsys):
+    (project / "notebooks" / "98_tiny.py").write_text(TINY.replace('"fail": False', '"fail": True'))
+    assert cli_project.main(["book", "--profile", "smoke", "--only", "98", "--no-build", "--jobs", "1"]) == 1
+    assert "chapter 98_tiny failed in cell" in capsys.readouterr().err
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_any_work(cli_project, project, capsys):
+    (project / "book").mkdir()
+    (project / "book" / "executed").write_text("a file where the folder should be")
+    start = time.monotonic()
+    assert cli_project.main(["run", "98", "--profile", "smoke"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nearid run: error: cannot write the chapter's outputs to ") and err.count("\n") == 1
+    assert time.monotonic() - start < 30 and not _kernel_pids(project)
+
+
+def test_a_cached_run_in_a_read_only_folder_serves_its_results(cli_project, project, monkeypatch, capsys):
+    """The "How this book was run" page cannot be rewritten: one line says so, the cached
+    results are served, exit 0 (a read-only mount is simulated: the tests run as root)."""
+    import errno
+
+    assert cli_project.main(["run", "98", "--profile", "smoke"]) == 0
+    capsys.readouterr()
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(runner, "atomic_write_text", read_only)
+    assert cli_project.main(["run", "98", "--profile", "smoke", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["value"] == 2
+    lines = captured.err.splitlines()
+    assert len(lines) == 2 and "was not rewritten (Read-only file system)" in lines[0], lines
+    assert lines[1].startswith("98_tiny: cached (nothing ran)")

@@ -66,7 +66,7 @@ def test_a_chapter_sweep_resumes_and_forces_through_the_runner(project):
     out, err = _outputs(project)
     assert "x=0\nx=1\nx=2\n3 tasks: 0 reused, 3 computed" in out
     assert "tasks (" not in err, "no progress bar inside the kernel"
-    assert len(list((project / ".cache" / "tasks").rglob("*.pkl"))) == 3, "the runner's cache folder"
+    assert len(list((project / ".cache" / "tasks").rglob("*.entry"))) == 3, "the runner's cache folder"
     runner.run_chapter("97", "smoke", {"n": 4}, root=project)  # new parameters: the chapter runs again
     assert "4 tasks: 3 reused, 1 computed" in _outputs(project)[0]
     runner.run_chapter("97", "smoke", {"n": 4}, root=project, force=True)

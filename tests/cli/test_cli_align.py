@@ -67,7 +67,10 @@ def test_seed_changes_split_deterministically(tmp_path, capsys):
     runs = []
     for seed in (0, 0, 1):
         main([pa, pb, "--json", "--seed", str(seed)])
-        runs.append(json.loads(capsys.readouterr().out))
+        doc = json.loads(capsys.readouterr().out)
+        for wall_clock in ("seconds", "timings"):  # how long it took is not a result
+            doc.pop(wall_clock, None)
+        runs.append(doc)
     assert runs[0] == runs[1] and runs[0]["linear"] != runs[2]["linear"]
 
 
@@ -257,3 +260,79 @@ def test_threads_leave_busy_cores_alone(monkeypatch):
         assert cli_align._idle_threads() == 1  # every core busy: one thread
         monkeypatch.setattr(cli_align.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
         assert cli_align._idle_threads() is None  # idle: the BLAS default stands
+
+
+# --------------------------------------------------------------------------- wide inputs, round-off
+def _self_pairs(n=2000, d=16, seed=0):
+    rng = np.random.default_rng(seed)
+    A = rng.laplace(size=(n, d)).astype(np.float32)
+    perm, sign = rng.permutation(d), rng.choice([-1, 1], d).astype(np.float32)
+    return A, {"itself": A, "signed permutation": A[:, perm] * sign}
+
+
+@pytest.mark.parametrize("which", ["itself", "signed permutation"])
+def test_efficiency_not_defined_without_a_gap(tmp_path, capsys, which):
+    A, pairs = _self_pairs()
+    pa, pb = _write(tmp_path, A, pairs[which])
+    assert main([pa, pb, "--json"]) == 0
+    raw = capsys.readouterr().out
+    out = json.loads(raw)
+    assert out["ica_efficiency"] is None and "NaN" not in raw
+    assert abs(out["permutation"] - out["rigid"]) < 1e-5
+    assert main([pa, pb, "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    line = next(ln for ln in text.splitlines() if ln.startswith("ica efficiency"))
+    assert "n/a" in line and "numerical noise" in line and "%" not in line.split("n/a")[0]
+
+
+def test_efficiency_with_a_real_gap_is_a_number(tmp_path, capsys):
+    A, B = _pair(n=400, d=6)
+    pa, pb = _write(tmp_path, A, B)
+    assert main([pa, pb, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert isinstance(out["ica_efficiency"], float)
+
+
+def test_component_cap_in_json_and_table(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    Z = rng.laplace(size=(1000, 8))
+    A = Z @ rng.normal(size=(8, 20)) + 0.3 * rng.normal(size=(1000, 20))
+    B = Z @ rng.normal(size=(8, 20)) + 0.3 * rng.normal(size=(1000, 20))
+    pa, pb = _write(tmp_path, A, B)
+    assert main([pa, pb, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ica_max_components"] == 256 and out["ica_cap_bound"] == [False, False]
+    assert out["ica_components_by_rule"] == out["ica_components"] and out["fallbacks"] == []
+    assert main([pa, pb, "--json", "--ica-max-components", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ica_components"] == [3, 3] and out["ica_cap_bound"] == [True, True]
+    assert min(out["ica_components_by_rule"]) > 3
+    assert main([pa, pb, "--no-progress", "--ica-max-components", "3"]) == 0
+    assert "capped at 3 per side" in capsys.readouterr().out
+    assert main([pa, pb, "--json", "--ica-max-components", "0"]) == 0  # no cap
+    out = json.loads(capsys.readouterr().out)
+    assert out["ica_max_components"] is None and out["ica_cap_bound"] is None
+    assert main([pa, pb, "--ica-max-components", "-1"]) == 2
+
+
+def test_help_states_the_cap(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--ica-max-components" in text and "default 256" in text
+
+
+def test_failing_svd_falls_back_and_says_so(tmp_path, capsys, monkeypatch):
+    A, B = _pair(n=400, d=6)
+    pa, pb = _write(tmp_path, A, B)
+
+    def failing(*args, **kwargs):
+        raise np.linalg.LinAlgError("SVD did not converge")
+
+    monkeypatch.setattr(np.linalg, "svd", failing)
+    assert main([pa, pb, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert any("rigid SVD" in n and "gesvd" in n for n in out["fallbacks"])
+    assert out["rigid"] < 1e-10
+    assert main([pa, pb, "--no-progress"]) == 0
+    assert "numerical fallback: rigid SVD" in capsys.readouterr().out

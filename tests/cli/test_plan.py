@@ -68,3 +68,19 @@ def test_plan_rejects_bad_input(capsys):
     assert "unknown profile" in capsys.readouterr().err
     assert cli.main(["plan", "03", "--steps", "5,2"]) == 2
     assert "k1 < k2" in capsys.readouterr().err
+
+
+def test_plan_columns_line_up_whatever_the_kind_names():
+    """Widths come from the cells: a long kind name pushes every row's columns, not one row's."""
+    ok = planning.Measurement(label="a", steps=(2, 10), seconds=[1, 1, 2], once_s=0.12, setup_s=1.5,
+                              step_s=0.0123, peak_rss_mb=812, device="cpu")
+    plans = [planning.KindPlan("train_ae", 4, 80, False, ok, 123.0),
+             planning.KindPlan("train_vae_beta_tcvae_disentangle", 12, 1200, True, ok, 4000.0),
+             planning.KindPlan("embed", 3, None, False, planning.Measurement(label="e", steps=None, error="boom"))]
+    lines = planning.format_chapter("05_disentanglement: 19 tasks", plans).splitlines()
+    header, rows = lines[1], lines[2:4]
+    for column in ("tasks", "steps/task", "estimate", "GPU peak"):  # right-aligned under their headings
+        end = header.index(column) + len(column)
+        assert all(row[end - 1] != " " and (len(row) == end or row[end] == " ") for row in rows), (column, lines)
+    assert len({len(row) for row in [header, *rows]}) == 1
+    assert lines[4].split()[:3] == ["embed", "3", "-"] and "not timed: boom" in lines[4]

@@ -116,6 +116,18 @@ def test_ica_efficiency_formula():
     assert np.isnan(align.ica_efficiency(0.2, 0.2, 0.1))
 
 
+def test_ica_efficiency_not_defined_within_float32_noise():
+    tol = align.EFFICIENCY_MIN_GAP
+    assert tol == pytest.approx(np.sqrt(np.finfo(np.float32).eps))  # 3.45e-4 of B's diameter
+    # the round-off gaps measured on A against itself (perm, rigid ~ 1e-7, ICA ~ 0.1)
+    assert np.isnan(align.ica_efficiency(7.0e-7, 1.4e-7, 0.127))
+    assert np.isnan(align.ica_efficiency(0.2 + 0.9 * tol, 0.2, 0.1))
+    assert np.isnan(align.ica_efficiency(0.2 - 0.9 * tol, 0.2, 0.1))
+    assert np.isnan(align.ica_efficiency(float("nan"), 0.2, 0.1))
+    assert align.ica_efficiency(0.2 + 2 * tol, 0.2, 0.2) == pytest.approx(1.0)
+    assert align.ica_efficiency(0.2046, 0.2, 0.2023) == pytest.approx(0.5, abs=1e-9)  # the smallest gap in the book
+
+
 def test_linear_cka_invariances(codes):
     A, rng = codes
     assert align.linear_cka(A, 3 * A @ random_orthogonal(4, rng)) == pytest.approx(1.0)

@@ -2,6 +2,7 @@
 (and cka-pytorch) against nearid.align.compare on the same planted pair."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy as np
@@ -67,3 +68,19 @@ def _unbiased_cka(X, Y):
 
     K, L = X @ X.T, Y @ Y.T
     return hsic(K, L) / np.sqrt(hsic(K, K) * hsic(L, L))
+
+
+def test_wide_case_at_a_small_size(bench, tmp_path, capsys):
+    """The wide case's machinery (planted pair, the command under /usr/bin/time -v, the
+    README row), at a size that takes seconds; the real size is measured by hand."""
+    assert bench.CASES["wide"] == (20_000, 4_096, 256, 0.3)
+    out = tmp_path / "wide.json"
+    assert bench.main(["--case", "wide", "--rows", "1200", "--dim", "64", "--factors", "12",
+                       "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    res = report["cli"]["result"]
+    assert report["cli"]["peak_gb"] > 0.05 and report["cli"]["wall_seconds"] > 0
+    assert res["ica_max_components"] == align.ICA_MAX_COMPONENTS and res["ica_cap_bound"] == [False, False]
+    assert res["fallbacks"] == [] and set(res["timings"]) >= {"cross-products", "ica"}
+    assert "README row:" in text and "| `nearid align`, 1,200 x 64" in text

@@ -185,7 +185,48 @@ def test_progress_bar_only_when_asked(capsys, monkeypatch):
     monkeypatch.setattr(align, "PROGRESS_DELAY", 0.0)
     align.compare(A, B, progress=True)
     err = capsys.readouterr().err
-    assert "step" in err and "%" in err
+    assert "%" in err and "left" in err
+
+
+def test_progress_counts_the_planned_work(monkeypatch):
+    """The bar advances by estimated work (blocks, decompositions, FastICA iterations), and
+    what the pieces add up to is the plan (corrected once each side's number of components
+    is known), so its remaining time is not a guess from block counts."""
+    seen = {}
+
+    class Bar:
+        def __init__(self, total, **kwargs):
+            self.total, self.n = total, 0.0
+
+        def update(self, n):
+            self.n += n
+
+        def set_description_str(self, text, **kwargs):
+            seen.setdefault("descriptions", []).append(text)
+
+        def refresh(self):
+            pass
+
+        def close(self):
+            seen["closed"] = (self.n, self.total)
+
+    replan = align._Progress.replan
+
+    def spy(self, remaining):
+        if remaining == 0.0:
+            seen["before_end"] = (self.bar.n, self.bar.total)
+        replan(self, remaining)
+
+    import tqdm.auto
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    monkeypatch.setattr(align._Progress, "replan", spy)
+    A, B = planted(n=3000, d=24)
+    align.compare(A, B, progress=True, ica_max_rows=align.ICA_MAX_ROWS, ica_max_iter=align.ICA_MAX_ITER)
+    done, total = seen["before_end"]
+    assert done == pytest.approx(total, rel=0.05)
+    assert seen["closed"][0] == pytest.approx(seen["closed"][1])  # 100% at the end
+    assert any("FastICA" in d and "iteration" in d for d in seen["descriptions"])
 
 
 def test_latent_diameter_equals_pdist():

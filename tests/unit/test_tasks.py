@@ -15,7 +15,9 @@ import pytest
 
 import task_functions as tf
 from nearid import tasks as tasks_mod
-from nearid.tasks import Task, TaskCache, run_tasks, task_key
+from nearid import safeformat
+from nearid.safeformat import UnsafeValue
+from nearid.tasks import Task, TaskCache, cache_secret, run_tasks, task_key
 
 CALLS: list[int] = []
 TESTS_DIR = Path(tf.__file__).resolve().parent
@@ -106,15 +108,16 @@ def test_damaged_entries_are_recomputed_never_used(tmp_path, damage):
     header, _, payload = blob.partition(b"\n")
     other = cache.path(task_key(tasks[0])).read_bytes()
     path.write_bytes({"truncate": blob[: len(blob) // 2], "flip": blob[:-1] + bytes([blob[-1] ^ 1]),
-                      "empty": b"", "header": header.replace(b"nearid-task 1", b"nearid-task 2") + b"\n" + payload,
+                      "empty": b"", "header": header.replace(b"nearid-task 2", b"nearid-task 3") + b"\n" + payload,
                       "old-format": header.split(b" ")[3] + b"\n" + payload,  # the first format: digest line only
                       "other-key": other}[damage])
-    assert cache.read(task_key(tasks[1])) == ("damaged", None)
+    status = "unauthenticated" if damage == "flip" else "damaged"  # a flipped payload fails its MAC
+    assert cache.read(task_key(tasks[1])) == (status, None)
     CALLS.clear()
     lines = []
     out = run_tasks(tasks, cache_dir=tmp_path, log=lines.append)
     assert CALLS == [1] and out[1]["x"] == 1
-    assert "2 tasks: 1 reused, 1 computed" in lines[-1] and "1 damaged cache entry recomputed" in lines[-1]
+    assert "2 tasks: 1 reused, 1 computed" in lines[-1] and f"1 {status} cache entry" in lines[-1]
     assert cache.read(task_key(tasks[1]))[0] == "ok", "the recomputed result replaces the damaged entry"
 
 
@@ -129,12 +132,12 @@ def test_partial_temporary_files_are_ignored_and_cleaned(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     host = socket.gethostname()
-    dead_writer = folder / f".{keys[0]}.pkl.{host}.{dead.pid}.ab12cd34.tmp"
-    live_writer = folder / f".{keys[0]}.pkl.{host}.{os.getpid()}.ab12cd35.tmp"
-    old_elsewhere = folder / f".{keys[0]}.pkl.node-7.cluster.local.4242.ab12cd36.tmp"
-    recent_elsewhere = folder / f".{keys[0]}.pkl.node-7.cluster.local.4243.ab12cd37.tmp"
+    dead_writer = folder / f".{keys[0]}.entry.{host}.{dead.pid}.ab12cd34.tmp"
+    live_writer = folder / f".{keys[0]}.entry.{host}.{os.getpid()}.ab12cd35.tmp"
+    old_elsewhere = folder / f".{keys[0]}.entry.node-7.cluster.local.4242.ab12cd36.tmp"
+    recent_elsewhere = folder / f".{keys[0]}.entry.node-7.cluster.local.4243.ab12cd37.tmp"
     for p in (dead_writer, live_writer, old_elsewhere, recent_elsewhere):
-        p.write_bytes(b"nearid-task 1 " + keys[0].encode() + b" half a fi")
+        p.write_bytes(b"nearid-task 2 " + keys[0].encode() + b" half a fi")
     day_ago = time.time() - 2 * TaskCache.STALE_SECONDS
     os.utime(old_elsewhere, (day_ago, day_ago))
     CALLS.clear()
@@ -148,12 +151,136 @@ def test_partial_temporary_files_are_ignored_and_cleaned(tmp_path):
         sorted(cache.path(k).name for k in keys if k[:2] == keys[0][:2])
 
 
-def test_put_leaves_no_temporary_file_when_pickling_fails(tmp_path):
+def test_put_refuses_values_that_need_pickle_and_leaves_no_file(tmp_path):
     cache = TaskCache(tmp_path)
-    with pytest.raises(Exception):
-        cache.put("ab" * 32, lambda: 0)  # a lambda does not pickle
-    assert list(tmp_path.rglob("*.tmp")) == []
+    with pytest.raises(UnsafeValue, match=r"result\['f'\]: a builtins.function"):
+        cache.put("ab" * 32, {"f": lambda: 0})
+    assert list(tmp_path.rglob("*")) == []
     assert cache.read("ab" * 32) == ("missing", None)
+
+
+def unstorable(*, x: int) -> dict:
+    return {"x": x, "model": object()}
+
+
+def test_a_result_that_cannot_be_stored_safely_is_used_and_said_not_cached(tmp_path):
+    lines = []
+    out = run_tasks([Task(unstorable, {"x": 1})], cache_dir=tmp_path, log=lines.append)
+    assert out[0]["x"] == 1
+    assert any(line.startswith("not cached") and "builtins.object" in line for line in lines)
+    assert "1 result not cached (not storable without pickle)" in lines[-1]
+
+
+# ------------------------------------------------------------ a cache someone else can write
+_PWNED = "pwned.txt"
+
+
+class _Payload:
+    """Unpickling this runs a shell command that writes a marker file (the attack of issue 19)."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_crafted_pickle_entry_runs_no_code(tmp_path):
+    """An attacker who can write the cache folder plants pickles that run a command when
+    unpickled: in the old format at the old path, in a format-2 header, and inside an npz
+    member whose MAC is even valid (as if the secret had leaked). Nothing runs; each entry is
+    recomputed."""
+    import pickle
+
+    marker = tmp_path / _PWNED
+    tasks = _tasks(3)
+    cache = TaskCache(tmp_path / "cache")
+    keys = [task_key(t) for t in tasks]
+    evil = pickle.dumps(_Payload(marker))
+    import hashlib
+
+    old = cache.path(keys[0]).with_suffix(".pkl")
+    old.parent.mkdir(parents=True, exist_ok=True)
+    old.write_bytes(b" ".join([b"nearid-task 1", keys[0].encode(), hashlib.sha256(evil).hexdigest().encode(),
+                               str(len(evil)).encode()]) + b"\n" + evil)
+    for key, payload in ((keys[1], evil), (keys[2], _npz_with_object_member(marker))):
+        path = cache.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b" ".join([b"nearid-task 2", key.encode(), cache._mac(key, payload),
+                                    str(len(payload)).encode()]) + b"\n" + payload)
+    assert [cache.read(k)[0] for k in keys] == ["missing", "damaged", "damaged"]
+    CALLS.clear()
+    lines = []
+    out = run_tasks(tasks, cache_dir=tmp_path / "cache", log=lines.append)
+    assert [r["x"] for r in out] == [0, 1, 2] and CALLS == [0, 1, 2]
+    assert not marker.exists(), "no code in the cache ran"
+    assert "3 tasks: 0 reused, 3 computed" in lines[-1]
+
+
+def _npz_with_object_member(marker: Path) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, tree=np.frombuffer(b'{"$": "ndarray", "array": "a0"}', np.uint8),
+             a0=np.array([_Payload(marker)], dtype=object))
+    return buf.getvalue()
+
+
+def test_a_forged_entry_with_another_tasks_numbers_is_detected_and_recomputed(tmp_path):
+    """Someone without the secret copies task 0's result under task 1's key with a
+    well-formed header (their own MAC): the entry is refused and task 1 recomputed."""
+    tasks = _tasks(2)
+    run_tasks(tasks, cache_dir=tmp_path, log=None)
+    theirs = TaskCache(tmp_path, secret=b"someone else's secret")
+    key1 = task_key(tasks[1])
+    _, _, payload0 = TaskCache(tmp_path).path(task_key(tasks[0])).read_bytes().partition(b"\n")
+    theirs.path(key1).write_bytes(b" ".join([b"nearid-task 2", key1.encode(), theirs._mac(key1, payload0),
+                                             str(len(payload0)).encode()]) + b"\n" + payload0)
+    assert TaskCache(tmp_path).read(key1) == ("unauthenticated", None)
+    CALLS.clear()
+    lines = []
+    out = run_tasks(tasks, cache_dir=tmp_path, log=lines.append)
+    assert CALLS == [1] and out[1]["x"] == 1 and out[1]["y"].tolist() == [1, 1, 1], "task 0's numbers not used"
+    assert "1 unauthenticated cache entry" in lines[-1]
+    assert TaskCache(tmp_path).read(key1)[0] == "ok", "the recomputed result replaces the forgery"
+
+
+def test_the_cache_secret_lives_outside_the_cache_and_is_private(tmp_path, monkeypatch):
+    monkeypatch.delenv("NEARID_CACHE_KEY", raising=False)
+    monkeypatch.delenv("NEARID_CACHE_KEY_FILE", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    first = cache_secret()
+    made = tmp_path / "config" / "nearid" / "task-cache.key"
+    assert made.exists() and (made.stat().st_mode & 0o777) == 0o600 and len(first) == 64
+    assert cache_secret() == first, "created once, then read"
+    monkeypatch.setenv("NEARID_CACHE_KEY_FILE", str(tmp_path / "team.key"))
+    with pytest.raises(RuntimeError, match="team.key does not exist"):
+        cache_secret()
+    (tmp_path / "team.key").write_text("shared-by-the-team\n")
+    assert cache_secret() == b"shared-by-the-team"
+    monkeypatch.setenv("NEARID_CACHE_KEY", "given")
+    assert cache_secret() == b"given"
+
+
+def test_results_come_back_value_for_value_and_type_for_type():
+    import pandas as pd
+    import torch
+
+    frame = pd.DataFrame({"gene": ["a", "b"], "n": [1, 2], "f": np.array([0.5, np.nan], np.float32)},
+                         index=["w1", "w2"])
+    value = {"i": 3, "f": 0.1, "nan": float("nan"), "s": "x", "none": None, "b": True, 7: (1, 2.5),
+             (0, "k"): [np.float32(1.5), np.int64(4), np.bool_(False)], "a": np.arange(6.0).reshape(2, 3).T,
+             "frame": frame, "series": pd.Series([1.0, 2.0], name="error"), "t": torch.arange(3)}
+    back = safeformat.loads(safeformat.dumps(value))
+    assert list(back) == list(value)
+    for k in ("i", "f", "s", "none", "b", 7):
+        assert back[k] == value[k] and type(back[k]) is type(value[k])
+    assert np.isnan(back["nan"])
+    assert [type(v) for v in back[(0, "k")]] == [np.float32, np.int64, np.bool_]
+    assert back["a"].tobytes() == value["a"].tobytes() and back["a"].flags.f_contiguous
+    pd.testing.assert_frame_equal(back["frame"], frame)
+    pd.testing.assert_series_equal(back["series"], value["series"])
+    assert torch.equal(back["t"], value["t"])
 
 
 def test_identical_tasks_run_once_and_results_are_independent_copies(tmp_path):
@@ -258,3 +385,21 @@ def test_malloc_thresholds_are_restored_only_where_dask_froze_them(monkeypatch):
     expected = platform.libc_ver()[0] == "glibc"
     assert tasks.undo_fixed_malloc_thresholds() is expected
     assert tasks.undo_fixed_malloc_thresholds() is False, "once per process"
+
+
+def test_a_worker_retries_the_spurious_cpython_311_ast_error(monkeypatch):
+    """gh-106905: concurrent ast.parse in two threads of one worker can raise a spurious
+    SystemError; the worker's code digest is retried, any other SystemError is raised."""
+    calls = []
+
+    def flaky_digest(module):
+        calls.append(module)
+        if len(calls) == 1:
+            raise SystemError("AST constructor recursion depth mismatch (before=51, after=201)")
+        return "digest"
+
+    monkeypatch.setattr(tasks_mod, "code_digest", flaky_digest)
+    assert tasks_mod._worker_code_digest("m") == "digest" and len(calls) == 2
+    monkeypatch.setattr(tasks_mod, "code_digest", lambda m: (_ for _ in ()).throw(SystemError("other")))
+    with pytest.raises(SystemError, match="other"):
+        tasks_mod._worker_code_digest("m")

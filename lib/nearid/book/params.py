@@ -236,6 +236,11 @@ class Rule:
 
 # Shared constraints of the chapters' parameter blocks.
 SEED = Interval(int, 0)
+# A number of independently trained models (or repeats) per setting. The paper reports at most
+# 5 seeds and our `full` profiles use at most 20; beyond 1,000 it is a typo (-p seeds=1000000000
+# once built a billion-item sweep before any check), and the cost check prices what is below.
+MAX_SEEDS = 1000
+SEEDS = Interval(int, 2, MAX_SEEDS)
 POSITIVE_INT = Interval(int, 1)
 POSITIVE = Interval(float, 0, closed="neither")
 NON_NEGATIVE = Interval(float, 0)

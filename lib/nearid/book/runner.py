@@ -16,19 +16,22 @@ import fcntl
 import hashlib
 import importlib.metadata
 import json
+import logging
 import multiprocessing
 import multiprocessing.connection
 import os
 import platform
+import secrets
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nearid import codehash, kernels
-from nearid.book import profiles
+from nearid.book import preflight, pricing, profiles
 from nearid.fileio import atomic_write_text
 
 LIB_DIR = codehash.PACKAGE_DIR
@@ -45,6 +48,10 @@ class ChapterFailed(RuntimeError):
         where = f"cell {cell_index}" if cell_index is not None else "before any cell ran"
         keep = f"; the failed notebook is {failed_notebook}" if failed_notebook else ""
         super().__init__(f"chapter {chapter} failed in {where}: {error}{keep}")
+
+
+class BookFailed(RuntimeError):
+    """Some chapters of ``nearid book`` failed (the others finished); names each failure."""
 
 
 @dataclass(frozen=True)
@@ -165,13 +172,114 @@ def _outputs(out_dir: Path, chapter: Chapter) -> dict[str, Path]:
             "key": out_dir / f"{chapter.key}.key", "failed": out_dir / f"{chapter.key}.failed.ipynb"}
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def is_cached(chapter: Chapter, key: str, out_dir: Path) -> bool:
+    """The outputs were made under ``key``, and they are the very files that run wrote: the
+    ``.key`` names the sha256 of its notebook and JSON (a key written before it did so must
+    at least agree with the JSON on the parameters)."""
     o = _outputs(out_dir, chapter)
     if not (o["ipynb"].is_file() and o["json"].is_file() and o["key"].is_file()):
         return False
-    with contextlib.suppress(ValueError, KeyError):
-        return json.loads(o["key"].read_text())["key"] == key
+    with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError, OSError):
+        record = json.loads(o["key"].read_text())
+        if record["key"] != key:
+            return False
+        digests = record.get("outputs")
+        if digests is not None:
+            return all(digests.get(name) == _sha256(o[name]) for name in ("ipynb", "json"))
+        return json.loads(o["json"].read_text()).get("params") == record["params"]
     return False
+
+
+def _forget_failed(out_dir: Path, chapter: Chapter) -> None:
+    """Remove an earlier failure's notebook, if any (a read-only folder keeps it)."""
+    failed = _outputs(out_dir, chapter)["failed"]
+    if failed.exists():
+        with contextlib.suppress(OSError):
+            failed.unlink()
+
+
+# ----------------------------------------------------------------------------- locks
+def _open_lock(path: Path, create: bool):
+    """The lock file opened for flock (made if ``create``), or None where it cannot be: a
+    read-only folder, in which no run can write outputs either."""
+    with contextlib.suppress(OSError):
+        return open(path, "a+" if create else "r")
+    with contextlib.suppress(OSError):
+        return open(path)
+    return None
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _holder(path: Path) -> str:
+    """Who holds a chapter's lock, from what its holder wrote into the lock file."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        rec = json.loads(path.read_text())
+        os.kill(int(rec["pid"]), 0)  # alive (on this machine)?
+        return f"`{rec['command']}` (pid {rec['pid']}, started {rec['started']})"
+    return "another run"
+
+
+@contextlib.contextmanager
+def chapter_lock(out_dir: Path, chapter: Chapter, exclusive: bool = True, about: str = "",
+                 say=_say):
+    """One run of a chapter's outputs at a time: ``flock`` on ``out_dir/.NN_slug.lock``.
+
+    A run that executes holds it exclusively, from before its kernel starts until the notebook,
+    JSON and key are in place and its timing is recorded; a cache check holds it shared, so it
+    never reads a key beside the outputs of another run. A run that finds the lock taken says
+    who holds it and waits, without a timeout (a chapter of the ``full`` profile may run for
+    hours; Ctrl-C stops waiting). A shared lock is skipped where the lock file does not exist
+    (no run of the chapter has started in ``out_dir``) or cannot be opened.
+    """
+    path = out_dir / f".{chapter.key}.lock"
+    if exclusive:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    # a reader never makes the file: no file, no run of this chapter has started in this folder
+    fh = _open_lock(path, create=True) if exclusive else _open_lock(path, create=False) if path.exists() else None
+    if fh is None:
+        if exclusive:
+            raise preflight.PreflightError(f"cannot open the lock file {path}; make {out_dir} writable")
+        yield
+        return
+    try:
+        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        try:
+            fcntl.flock(fh, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"chapter {chapter.key}: {_holder(path)} is running it; waiting for it to finish "
+                f"(Ctrl-C to stop waiting)")
+            fcntl.flock(fh, mode)
+        if exclusive:
+            with contextlib.suppress(OSError):
+                fh.seek(0)
+                fh.truncate()
+                fh.write(json.dumps({"pid": os.getpid(), "host": platform.node(), "command": about or chapter.key,
+                                     "started": dt.datetime.now().isoformat(timespec="seconds")}) + "\n")
+                fh.flush()
+        yield
+    finally:
+        fh.close()  # releases the lock
+
+
+@contextlib.contextmanager
+def _timings_lock(out_dir: Path):
+    """Exclusive ``flock`` on ``out_dir/.timings.lock`` (timings.json and the report page are
+    read and rewritten by concurrent runs); none where the folder is read-only."""
+    fh = _open_lock(out_dir / ".timings.lock", create=True)
+    try:
+        if fh is not None:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+    finally:
+        if fh is not None:
+            fh.close()
 
 
 # ----------------------------------------------------------------------------- execution
@@ -187,8 +295,7 @@ def _device_description() -> str:
 def _append_timing(out_dir: Path, entry: dict[str, Any]) -> None:
     """Append one record to timings.json under a file lock (chapters may run in parallel)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / ".timings.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _timings_lock(out_dir):
         path = out_dir / "timings.json"
         records = []
         if path.is_file():
@@ -255,15 +362,68 @@ def _kernel_environment(root: Path, force: bool):
 
 
 _KERNELS: set = set()  # provisioners of the kernels this process has started and not seen end
+INTERRUPTED = threading.Event()  # set by interrupt_once: a Ctrl-C is unwinding this process
+
+
+def _curve_ready() -> bool:
+    """Whether the chapter kernel's sockets can be encrypted with CurveZMQ: pyzmq has Curve
+    and ipykernel reads Curve keys from its connection file (7.x does)."""
+    import zmq
+
+    if not zmq.has("curve"):
+        return False
+    from ipykernel.kernelapp import IPKernelApp
+
+    return "curve_secretkey" in IPKernelApp.class_trait_names()
+
+
+def _quiet_interrupted_run(loop) -> None:
+    """After a Ctrl-C: what the interrupted execution would still print is of no use to the
+    reader (papermill's "Kernel died while waiting for execute reply", asyncio's "Task
+    exception was never retrieved" for the cell the kill cut short); one line says it all."""
+    logging.getLogger("papermill").disabled = True
+    loop.set_exception_handler(lambda loop, context: None)
 
 
 def _kernel_manager_class() -> type:
     """A kernel manager that starts :mod:`nearid.book.kernel` (a kernel that dies with this
     process) in this very Python, whatever kernelspecs are installed, and remembers it so an
-    interrupted run can stop it (:func:`_stop_kernels`)."""
+    interrupted run can stop it (:func:`_stop_kernels`).
+
+    Its sockets are encrypted (CurveZMQ keys made for each kernel, where pyzmq and ipykernel
+    support it): over plain TCP ipykernel warns on every start that its traffic could be read,
+    and encrypting answers the warning instead of hiding it (measured: no slower here).
+
+    It never interrupts (SIGINT) a kernel it shuts down. jupyter_client does so before every
+    shutdown, so that a busy kernel can take the request; a chapter's kernel is idle at the
+    end of a run, and after a Ctrl-C it is killed at once instead: interrupted while its
+    sockets closed, it printed a 20-line ZMQError traceback onto the terminal.
+    """
+    import asyncio
+
     from jupyter_client import AsyncKernelManager
+    from traitlets import default
 
     class GuardedKernelManager(AsyncKernelManager):
+        @default("transport_encryption")
+        def _default_transport_encryption(self):
+            return "required" if _curve_ready() else "disabled"
+
+        def _kernel_supports_curve_encryption(self) -> bool:
+            return _curve_ready()  # the kernel is always nearid.book.kernel, i.e. ipykernel
+
+        async def _async_interrupt_kernel(self):
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
+
+        async def shutdown_kernel(self, now: bool = False, restart: bool = False):
+            # (AsyncKernelManager.shutdown_kernel *is* _async_shutdown_kernel: override the name
+            # nbclient calls)
+            if INTERRUPTED.is_set() or isinstance(sys.exc_info()[1], KeyboardInterrupt):
+                now = True
+                _quiet_interrupted_run(asyncio.get_running_loop())
+            await self._async_shutdown_kernel(now=now, restart=restart)
+
         def format_kernel_cmd(self, extra_arguments=None):
             return [sys.executable, "-m", "nearid.book.kernel", "-f", os.path.realpath(self.connection_file),
                     *(extra_arguments or [])]
@@ -294,28 +454,71 @@ def _stop_kernels() -> None:
             proc.wait(timeout=5)
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def _remove_stale_running(out_dir: Path, chapter: Chapter) -> None:
+    """Hidden files of runs of this chapter that were killed (SIGKILL, power loss): their
+    names carry the pid that wrote them."""
+    for path in out_dir.glob(f".{chapter.key}.running.*"):
+        with contextlib.suppress(ValueError, IndexError, OSError):
+            pid = int(path.name.split(".running.", 1)[1].split("-", 1)[0])
+            if not _pid_alive(pid):
+                path.unlink()
+
+
 def execute(chapter: Chapter, profile: str, params: dict[str, Any], overrides: dict[str, Any],
             out_dir: Path, root: Path, key: str, force: bool = False) -> dict[str, Any]:
     """Run one chapter through papermill; move outputs into place only on success.
 
-    ``force`` makes the chapter recompute its sweep tasks instead of reusing finished ones.
-    An interrupt (Ctrl-C) stops the kernel and removes the hidden ``.NN_slug.running.*``
-    files; the last good outputs stay as they were.
+    The caller holds the chapter's lock (:func:`chapter_lock`; :func:`run_chapter` does).
+    The chapter runs into hidden files named for this run (``.NN_slug.running.PID-RANDOM.*``),
+    so no other run can remove or overwrite them. ``force`` makes the chapter recompute its
+    sweep tasks instead of reusing finished ones. An interrupt (Ctrl-C) kills the kernel and
+    removes the hidden files; the last good outputs stay as they were.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
+    _remove_stale_running(out_dir, chapter)
     o = _outputs(out_dir, chapter)
-    tmp_nb = out_dir / f".{chapter.key}.running.ipynb"
-    tmp_json = out_dir / f".{chapter.key}.running.json"
-    for p in (tmp_nb, tmp_json):
-        p.unlink(missing_ok=True)
+    run = f"{os.getpid()}-{secrets.token_hex(4)}"
+    tmp_nb = out_dir / f".{chapter.key}.running.{run}.ipynb"
+    tmp_json = out_dir / f".{chapter.key}.running.{run}.json"
+    INTERRUPTED.clear()
     try:
         return _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key, force)
     except KeyboardInterrupt:
         _stop_kernels()  # also dies with this process; stop it now for callers that go on
+        logging.getLogger("papermill").disabled = False
         raise
     finally:  # whatever happened, no hidden half-written output stays behind
-        for p in (tmp_nb, tmp_json):
-            p.unlink(missing_ok=True)
+        for p in (tmp_nb, tmp_json, tmp_nb.with_suffix(".annotated")):
+            with contextlib.suppress(OSError):
+                p.unlink(missing_ok=True)
+
+
+def _commit(chapter: Chapter, profile: str, params: dict, overrides: dict, o: dict[str, Path],
+            tmp_nb: Path, tmp_json: Path, key: str) -> None:
+    """Move a successful run's notebook and JSON into place, then its key.
+
+    The old key goes first, so that a crash part-way leaves no key (the next run executes
+    again) rather than a key beside another run's outputs; the new one names the sha256 of
+    the notebook and JSON it belongs to (:func:`is_cached` checks them)."""
+    _annotate_parameters(tmp_nb, chapter, profile, overrides)
+    o["key"].unlink(missing_ok=True)
+    os.replace(tmp_nb, o["ipynb"])
+    os.replace(tmp_json, o["json"])
+    o["failed"].unlink(missing_ok=True)
+    atomic_write_text(o["key"], json.dumps({"key": key, "profile": profile, "params": params,
+                                            "code": sorted(chapter_code(chapter)),
+                                            "outputs": {"ipynb": _sha256(o["ipynb"]),
+                                                        "json": _sha256(o["json"])}}) + "\n")
 
 
 def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key, force) -> dict[str, Any]:
@@ -326,7 +529,17 @@ def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata.setdefault("language_info", {"name": "python"})
     start = time.perf_counter()
-    status, error = "ok", None
+    status, error, results = "ok", None, None
+
+    def record(status: str, device: str | None = None) -> None:
+        _append_timing(o["json"].parent, {
+            "chapter": chapter.key, "profile": profile, "overrides": overrides, "status": status,
+            "wall_s": round(time.perf_counter() - start, 2), "device": device or _device_description(),
+            "threads": kernel_threads(),
+            "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "python": platform.python_version(), "host": platform.node(), "pid": os.getpid(),
+        })
+
     try:
         with _kernel_environment(root, force):
             pm.execute_notebook(nb, str(tmp_nb), kernel_name=KERNELSPEC["name"], progress_bar=False,
@@ -336,6 +549,8 @@ def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key
         if not tmp_json.is_file():
             raise ChapterFailed(chapter.key, None, "the chapter finished but wrote no results "
                                 "(call nearid.book.results.save(results_path, ...))", None)
+        results = json.loads(tmp_json.read_text())
+        _commit(chapter, profile, params, overrides, o, tmp_nb, tmp_json, key)
     except pm.PapermillExecutionError as exc:
         status = "failed"
         os.replace(tmp_nb, o["failed"])
@@ -343,7 +558,11 @@ def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key
                               f"{exc.ename}: {exc.evalue}", o["failed"])
     except ChapterFailed as exc:
         status, error = "failed", exc
-    except Exception as exc:  # kernel died, bad notebook, ...
+    except KeyboardInterrupt:
+        with contextlib.suppress(Exception):
+            record("interrupted", device="not recorded (interrupted)")
+        raise
+    except Exception as exc:  # kernel died, bad notebook, outputs that could not be moved, ...
         status = "failed"
         failed = None
         if tmp_nb.is_file():
@@ -351,22 +570,9 @@ def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key
             failed = o["failed"]
         error = ChapterFailed(chapter.key, _failing_cell(failed) if failed else None,
                               f"{type(exc).__name__}: {exc}", failed)
-    wall = time.perf_counter() - start
-    _append_timing(o["json"].parent, {
-        "chapter": chapter.key, "profile": profile, "overrides": overrides, "status": status,
-        "wall_s": round(wall, 2), "device": _device_description(), "threads": kernel_threads(),
-        "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "python": platform.python_version(), "host": platform.node(),
-    })
+    record(status)  # after the outputs are in place: what happened, not what was hoped for
     if error is not None:
         raise error
-    results = json.loads(tmp_json.read_text())
-    _annotate_parameters(tmp_nb, chapter, profile, overrides)
-    os.replace(tmp_nb, o["ipynb"])
-    os.replace(tmp_json, o["json"])
-    o["failed"].unlink(missing_ok=True)
-    atomic_write_text(o["key"], json.dumps({"key": key, "profile": profile, "params": params,
-                                            "code": sorted(chapter_code(chapter))}) + "\n")
     return results
 
 
@@ -378,16 +584,57 @@ def run_chapter(chapter: str, profile: str = "quick", overrides: dict[str, Any] 
     A run that succeeds, or finds its outputs cached, removes a ``NN_slug.failed.ipynb`` left
     by an earlier failure: what the reader sees is the last good run.
     """
+    return run_chapter_outcome(chapter, profile, overrides, out_dir, force, root)[0]
+
+
+def run_chapter_outcome(chapter: str, profile: str = "quick", overrides: dict[str, Any] | None = None,
+                        out_dir: str | os.PathLike | None = None, force: bool = False,
+                        root: str | os.PathLike | None = None, say=_say, yes: bool = False,
+                        priced: bool = True) -> tuple[dict[str, Any], str]:
+    """:func:`run_chapter`, and whether the results were "executed" now or "cached".
+
+    A run that must execute is priced first (:mod:`nearid.book.pricing`, one line to ``say``)
+    and refused above ``$NEARID_MAX_HOURS`` (2 h) unless ``yes``; ``priced=False`` skips it
+    (the book prices all its chapters together).
+
+    Before any work: the parameters (:func:`nearid.book.profiles.resolve`), the ``NEARID_*``
+    environment, and, when the chapter must execute, its device, its Dask scheduler and the
+    output folder (:mod:`nearid.book.preflight`); each refusal is a ValueError naming what to
+    change. The cache is read under the chapter's lock (:func:`chapter_lock`, shared) and a
+    run executes under it (exclusive), so two runs of one chapter never mix their outputs.
+    """
     root = Path(root) if root else find_root()
     ch = get_chapter(chapter, root)
     overrides = dict(overrides or {})
     params = profiles.resolve(ch.key, profile, overrides)  # fails fast on bad input
+    preflight.check_environment()
     out = Path(out_dir) if out_dir else default_out_dir(root)
-    key = cache_key(ch, profile, params, out)
-    if not force and is_cached(ch, key, out):
-        _outputs(out, ch)["failed"].unlink(missing_ok=True)
+
+    def cached() -> dict[str, Any] | None:
+        if force or not is_cached(ch, cache_key(ch, profile, params, out), out):
+            return None
+        _forget_failed(out, ch)
         return json.loads(_outputs(out, ch)["json"].read_text())
-    return execute(ch, profile, dict(params), overrides, out, root, key, force=force)
+
+    with chapter_lock(out, ch, exclusive=False, say=say):
+        results = cached()
+    if results is not None:
+        return results, "cached"
+    preflight.check_chapter(ch.key, params)
+    preflight.check_writable(out)
+    if priced:
+        cost = pricing.price(ch.key, profile, params, out, device=pricing.device_kind(params))
+        if cost.worth_saying:
+            say(f"estimate: {cost.describe()}")
+        pricing.check([cost], yes=yes)
+    about = " ".join(["nearid run", ch.number, "--profile", profile, *(f"-p {k}={v!r}" for k, v in overrides.items()),
+                      *(["--force"] if force else [])])
+    with chapter_lock(out, ch, exclusive=True, about=about, say=say):
+        results = cached()  # another run may have made these very outputs while this one waited
+        if results is not None:
+            return results, "cached"
+        key = cache_key(ch, profile, params, out)  # the results it reads may have changed meanwhile
+        return execute(ch, profile, dict(params), overrides, out, root, key, force=force), "executed"
 
 
 def default_jobs() -> int:
@@ -425,6 +672,7 @@ def interrupt_once(signum, frame) -> None:
     """SIGINT handler: raise KeyboardInterrupt once, then ignore further SIGINTs, so that a
     second Ctrl-C (or the runner passing the first one on) cannot break the clean-up."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    INTERRUPTED.set()
     raise KeyboardInterrupt
 
 
@@ -439,8 +687,8 @@ def _chapter_process(conn, chapter: str, profile: str, out_dir: Path, force: boo
         os._exit(1)
     signal.signal(signal.SIGINT, interrupt_once)
     try:
-        run_chapter(chapter, profile, {}, out_dir, force, root)
-        conn.send(("ran", ""))
+        _, outcome = run_chapter_outcome(chapter, profile, {}, out_dir, force, root, priced=False)
+        conn.send(("ran" if outcome == "executed" else "cached", ""))
     except ChapterFailed as exc:
         conn.send(("failed", str(exc)))
     except KeyboardInterrupt:
@@ -497,14 +745,19 @@ def _run_parallel(todo: list[Chapter], jobs: int, profile: str, out: Path, force
 
 def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | None = None,
              force: bool = False, root: str | os.PathLike | None = None,
-             out_dir: str | os.PathLike | None = None, progress: bool = True) -> dict[str, str]:
+             out_dir: str | os.PathLike | None = None, progress: bool = True, yes: bool = False) -> dict[str, str]:
     """Execute every chapter (or ``only`` some), ``jobs`` at a time; returns chapter -> status.
+
+    The chapters to execute are priced together first and refused above ``$NEARID_MAX_HOURS``
+    unless ``yes`` (:mod:`nearid.book.pricing`).
 
     ``jobs`` defaults to :func:`default_jobs` (one chapter per core); the longest chapters
     (by their last recorded wall time, or the reference machine's) start first. Every chapter's kernel uses
     :func:`kernel_threads` threads whatever ``jobs`` is, so the numbers are the same as with
-    ``jobs=1``. Raises a RuntimeError listing every failed chapter after the others have
-    finished; outputs of chapters that succeeded are kept.
+    ``jobs=1``. Raises :class:`BookFailed` (a RuntimeError) listing every failed chapter after
+    the others have finished; outputs of chapters that succeeded are kept. What
+    :func:`run_chapter_outcome` checks before any work is checked here for every chapter
+    before the first one starts.
     """
     from tqdm.auto import tqdm
 
@@ -516,6 +769,7 @@ def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | 
     if jobs < 1:
         raise ValueError(f"--jobs must be at least 1, got {jobs}")
     kernel_threads()  # a bad NEARID_NUM_THREADS fails here, before any work
+    preflight.check_environment()
     chapters = list_chapters(root)
     if only:
         chapters = [get_chapter(name, root) for name in only]
@@ -527,9 +781,21 @@ def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | 
         params = profiles.resolve(ch.key, profile)
         if not force and is_cached(ch, cache_key(ch, profile, params), out):
             status[ch.key] = "cached"
-            _outputs(out, ch)["failed"].unlink(missing_ok=True)
+            _forget_failed(out, ch)
         else:
             todo.append(ch)
+    for ch in [*todo, *later]:  # device, scheduler: before any chapter starts
+        preflight.check_chapter(ch.key, profiles.resolve(ch.key, profile))
+    if todo or any(force or not is_cached(ch, cache_key(ch, profile, profiles.resolve(ch.key, profile), out), out)
+                   for ch in later):
+        preflight.check_writable(out)
+    costs = []
+    for ch in todo:
+        params = profiles.resolve(ch.key, profile)
+        costs.append(pricing.price(ch.key, profile, params, out, device=pricing.device_kind(params)))
+        if costs[-1].worth_saying:
+            _say(f"estimate: {costs[-1].describe()}")
+    pricing.check(costs, yes=yes)
     failures: list[str] = []
     bar = tqdm(total=len(chapters) + len(later), desc=f"chapters ({profile})", unit="ch",
                disable=not progress, file=sys.stderr, initial=len(chapters) - len(todo))
@@ -543,8 +809,8 @@ def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | 
     def run_one(ch: Chapter) -> None:
         bar.set_postfix_str(ch.key)
         try:
-            run_chapter(ch.key, profile, {}, out, force, root)
-            done(ch.key, "ran", "")
+            _, outcome = run_chapter_outcome(ch.key, profile, {}, out, force, root, priced=False)
+            done(ch.key, "ran" if outcome == "executed" else "cached", "")
         except ChapterFailed as exc:
             done(ch.key, "failed", str(exc))
 
@@ -560,17 +826,20 @@ def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | 
             for ch in later:  # after the chapters whose results they read, whose keys they include
                 if not force and is_cached(ch, cache_key(ch, profile, profiles.resolve(ch.key, profile), out), out):
                     status[ch.key] = "cached"
-                    _outputs(out, ch)["failed"].unlink(missing_ok=True)
+                    _forget_failed(out, ch)
                     bar.update()
                 else:
                     run_one(ch)
     finally:
         bar.close()
-        write_run_report(out, root)
+        if out.is_dir():
+            problem = try_write_run_report(out, root)
+            if problem:
+                _say(problem)
     if "interrupted" in status.values():
         raise KeyboardInterrupt
     if failures:
-        raise RuntimeError("; ".join(failures))
+        raise BookFailed("; ".join(failures))
     return status
 
 
@@ -633,6 +902,22 @@ def write_run_report(out_dir: Path, root: Path | None = None) -> Path:
     if root is None:
         parents = Path(out_dir).resolve().parents
         root = parents[1] if len(parents) > 1 else None
+    with _timings_lock(out_dir):  # not beside a run that is appending its record
+        return _write_run_report(out_dir, root)
+
+
+def try_write_run_report(out_dir: Path, root: Path | None = None) -> str | None:
+    """:func:`write_run_report`, or one line saying why it could not be rewritten (a
+    read-only folder serves cached results all the same)."""
+    try:
+        write_run_report(out_dir, root)
+    except OSError as exc:
+        return (f"note: {Path(out_dir) / REPORT_NAME} was not rewritten "
+                f"({exc.strerror or exc}); the chapter's outputs are unaffected")
+    return None
+
+
+def _write_run_report(out_dir: Path, root: Path | None) -> Path:
     records = []
     path = out_dir / "timings.json"
     if path.is_file():

@@ -23,6 +23,7 @@ import warnings
 
 from nearid.align import (
     ICA_COMPONENTS,
+    ICA_MAX_COMPONENTS,
     ICA_MAX_ITER,
     ICA_MAX_ROWS,
     METRICS,
@@ -33,7 +34,8 @@ from nearid.align import (
 from nearid.data.embedding_files import SUFFIXES, EmbeddingFileError, load_embeddings, load_layers
 
 JSON_KEYS = ("permutation", "rigid", "linear", "ica", "ica_efficiency", "cka", "n_fit", "n_eval",
-             "ica_components", "ica_variance", "ica_converged", "dim_a", "dim_b", "dtype")
+             "ica_components", "ica_variance", "ica_converged", "ica_max_components", "ica_components_by_rule",
+             "ica_cap_bound", "fallbacks", "dim_a", "dim_b", "dtype", "seconds", "timings")
 EXIT_BAD_INPUT = 2
 DESCRIPTION = ("Compare two embeddings of the same inputs: fit signed-permutation, rigid, "
                "linear and ICA maps from A to B on a fit split, report the mean l2 error on "
@@ -64,9 +66,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--ica-components", type=_components, default=ICA_COMPONENTS,
                    help="how many whitened components each side keeps before ICA: a share of the "
                         "fit rows' variance in (0, 1], a count >= 1, or 'all' (default "
-                        f"{ICA_COMPONENTS}; at most one component per 10 fit rows)")
+                        f"{ICA_COMPONENTS}; at most one component per 10 fit rows, and --ica-max-components)")
     p.add_argument("--ica-max-rows", type=int, default=ICA_MAX_ROWS,
                    help=f"fit FastICA on at most this many fit rows (default {ICA_MAX_ROWS}; 0 = all)")
+    p.add_argument("--ica-max-components", type=int, default=ICA_MAX_COMPONENTS,
+                   help=f"at most this many whitened components per side, whatever --ica-components asks "
+                        f"(default {ICA_MAX_COMPONENTS}; 0 = no cap). It bounds FastICA's cost on wide "
+                        "embeddings (4 x rows x k^2 per iteration) and keeps rows per component high; the "
+                        "output says when it bound")
     p.add_argument("--float64", action="store_true",
                    help="compute in float64 even for float32 inputs (default: float32 where the data "
                         "allow it, which the output's dtype reports)")
@@ -116,17 +123,21 @@ def _idle_threads() -> int | None:
 def _options(args) -> dict:
     if args.ica_max_rows < 0:
         raise ValueError("--ica-max-rows must be >= 0 (0 = no bound)")
+    if args.ica_max_components < 0:
+        raise ValueError("--ica-max-components must be >= 0 (0 = no cap)")
     if args.threads is not None and args.threads < 1:
         raise ValueError("--threads must be >= 1")
     return dict(fit_fraction=args.fit_fraction, seed=args.seed, ica_components=args.ica_components,
                 ica_max_rows=args.ica_max_rows or None, ica_max_iter=ICA_MAX_ITER,
+                ica_max_components=args.ica_max_components or None,
                 dtype="float64" if args.float64 else None,
                 progress=not args.no_progress and not (args.json and not sys.stderr.isatty()))
 
 
 def compute(a_path: str, b_path: str, fit_fraction: float = 0.5, seed: int = 0,
             ica_components: float | int | str = ICA_COMPONENTS, ica_max_rows: int | None = ICA_MAX_ROWS,
-            ica_max_iter: int = ICA_MAX_ITER, dtype: str | None = None, progress: bool = False) -> dict:
+            ica_max_iter: int = ICA_MAX_ITER, dtype: str | None = None, progress: bool = False,
+            ica_max_components: int | None = ICA_MAX_COMPONENTS) -> dict:
     """Load two files and :func:`nearid.align.compare` them; raises ValueError on bad input."""
     A = load_embeddings(a_path)
     B = load_embeddings(b_path)
@@ -138,10 +149,11 @@ def compute(a_path: str, b_path: str, fit_fraction: float = 0.5, seed: int = 0,
         raise EmbeddingFileError(f"A has {A.shape[0]} rows and B has {B.shape[0]}; rows must be "
                                  "the same inputs in the same order")
     res = compare(A, B, fit_fraction=fit_fraction, seed=seed, ica_components=ica_components,
-                  ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter, dtype=dtype, progress=progress)
+                  ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter, dtype=dtype, progress=progress,
+                  ica_max_components=ica_max_components)
     out = res.to_dict()
     out.update(ica_converged=None if res.ica_converged is None else list(res.ica_converged), dtype=res.dtype,
-               seconds=res.seconds)
+               seconds=res.seconds, fallbacks=list(res.fallbacks), timings=dict(res.timings))
     return out
 
 
@@ -162,7 +174,8 @@ def _check_plot_path(path: str | None) -> None:
 def _layers_json(df) -> dict:
     return {"metric": df.attrs["metric"], "lower_is_better": df.attrs["lower_is_better"],
             "a_layers": list(df.index), "b_layers": list(df.columns), "values": df.to_numpy().tolist(),
-            "n_fit": df.attrs["n_fit"], "n_eval": df.attrs["n_eval"], "dtype": df.attrs["dtype"]}
+            "n_fit": df.attrs["n_fit"], "n_eval": df.attrs["n_eval"], "dtype": df.attrs["dtype"],
+            "fallbacks": list(df.attrs.get("fallbacks", []))}
 
 
 def _layers_text(df) -> str:
@@ -173,7 +186,8 @@ def _layers_text(df) -> str:
     rows = (f"computed on the {a['n_fit']} fit rows" if a["metric"] == "cka" else
             f"fitted on {a['n_fit']} rows, evaluated on {a['n_eval']} held-out rows")
     head = f"{METRIC_LABELS.get(a['metric'], a['metric'])} ({how}); rows: A's layers, columns: B's; {rows}"
-    return head + "\n" + df.to_string(float_format=lambda v: f"{v:.3f}")
+    notes = "".join(f"\nnumerical fallback: {note}" for note in a.get("fallbacks", []))
+    return head + "\n" + df.to_string(float_format=lambda v: f"{v:.3f}") + notes
 
 
 def run(args: argparse.Namespace) -> int:

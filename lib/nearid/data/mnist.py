@@ -37,9 +37,12 @@ FIX_HINT = "run `nearid data` (or `make data`) to provision it again"
 PROVISIONED = "provisioned"  # subfolder of the data folder that `nearid data` writes
 
 
-def provisioned_folder(root: str | os.PathLike = "data") -> Path:
-    """Where ``nearid data`` writes under the data folder ``root``: ``root/provisioned``."""
-    return Path(root) / PROVISIONED
+def provisioned_folder(root: str | os.PathLike | None = None) -> Path:
+    """Where ``nearid data`` writes under the data folder ``root`` (default
+    :func:`nearid.data.data_root`): ``root/provisioned``."""
+    from nearid.data import data_root
+
+    return Path(root if root is not None else data_root()) / PROVISIONED
 
 
 class DataError(RuntimeError):
@@ -94,12 +97,12 @@ def _md5(path: Path) -> str:
     return h.hexdigest()
 
 
-def raw_folder(root: str | os.PathLike = "data") -> Path:
+def raw_folder(root: str | os.PathLike | None = None) -> Path:
     """The IDX files' folder for the data folder ``root``: ``root/provisioned/MNIST/raw``."""
     return provisioned_folder(root) / "MNIST" / "raw"
 
 
-def provision_mnist(root: str | os.PathLike = "data", force: bool = False) -> dict[str, str]:
+def provision_mnist(root: str | os.PathLike | None = None, force: bool = False) -> dict[str, str]:
     """Write the four IDX files under ``root/provisioned/MNIST/raw`` (idempotent); return their MD5s."""
     raw = raw_folder(root)
     if not force and all((raw / name).is_file() for name in MNIST_MD5):
@@ -127,7 +130,7 @@ def provision_mnist(root: str | os.PathLike = "data", force: bool = False) -> di
     return verify_mnist(root)
 
 
-def verify_mnist(root: str | os.PathLike = "data") -> dict[str, str]:
+def verify_mnist(root: str | os.PathLike | None = None) -> dict[str, str]:
     """MD5 every IDX file; a missing or corrupt file raises :class:`DataError`."""
     raw = raw_folder(root)
     sums = {}
@@ -142,7 +145,20 @@ def verify_mnist(root: str | os.PathLike = "data") -> dict[str, str]:
     return sums
 
 
-def load_mnist(root: str | os.PathLike = "data", train: bool = True, n: int | None = None,
+def load_labels(root: str | os.PathLike | None = None, train: bool = True) -> np.ndarray:
+    """The int64 labels of a split, read from its IDX file alone (no images, no MD5 of the
+    images): what counting a sweep needs. The file must be the provisioned, checked one."""
+    name = "train-labels-idx1-ubyte" if train else "t10k-labels-idx1-ubyte"
+    path = raw_folder(root) / name
+    if not path.is_file():
+        raise DataError(f"MNIST file {path} is missing; {FIX_HINT}")
+    raw = path.read_bytes()
+    if hashlib.md5(raw).hexdigest() != MNIST_MD5[name]:
+        raise DataError(f"MNIST file {path} is corrupt; delete it and {FIX_HINT}")
+    return np.frombuffer(raw, dtype=np.uint8, offset=8).astype(np.int64)
+
+
+def load_mnist(root: str | os.PathLike | None = None, train: bool = True, n: int | None = None,
                digits: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Images as float32 in [0, 1] of shape (N, 28, 28) and int64 labels, via torchvision.
 

@@ -38,12 +38,12 @@ def _clean(markdown: str) -> str:
     return text
 
 
-def text_path(root: str | os.PathLike = "data") -> Path:
+def text_path(root: str | os.PathLike | None = None) -> Path:
     """The text for the data folder ``root``: ``root/provisioned/shakespeare/plays.txt``."""
     return provisioned_folder(root) / "shakespeare" / "plays.txt"
 
 
-def provision_shakespeare(root: str | os.PathLike = "data", force: bool = False) -> str:
+def provision_shakespeare(root: str | os.PathLike | None = None, force: bool = False) -> str:
     """Write ``root/provisioned/shakespeare/plays.txt`` (idempotent) and return its SHA-256."""
     path = text_path(root)
     checksum_file = path.with_suffix(".sha256")
@@ -60,7 +60,7 @@ def provision_shakespeare(root: str | os.PathLike = "data", force: bool = False)
     return digest
 
 
-def verify_shakespeare(root: str | os.PathLike = "data") -> str:
+def verify_shakespeare(root: str | os.PathLike | None = None) -> str:
     path = text_path(root)
     checksum_file = path.with_suffix(".sha256")
     if not path.is_file() or not checksum_file.is_file():
@@ -71,7 +71,7 @@ def verify_shakespeare(root: str | os.PathLike = "data") -> str:
     return digest
 
 
-def load_shakespeare(root: str | os.PathLike = "data", max_chars: int | None = None) -> str:
+def load_shakespeare(root: str | os.PathLike | None = None, max_chars: int | None = None) -> str:
     """The 38 plays as one string (optionally only the first ``max_chars`` characters)."""
     verify_shakespeare(root)
     text = text_path(root).read_text(encoding="utf-8")

@@ -61,6 +61,17 @@ def _image_set(dataset: str, train: bool) -> tuple[np.ndarray, np.ndarray]:
     return X, np.asarray(y, dtype=np.int64)
 
 
+@functools.lru_cache(maxsize=4)
+def _labels(dataset: str, train: bool) -> np.ndarray:
+    """The labels of one split without its images: enough to count a sweep's steps
+    (``plan``, the cost check before a run) in milliseconds rather than seconds."""
+    if dataset == "mnist":
+        from nearid.data.mnist import load_labels
+
+        return load_labels(train=train)
+    return _image_set(dataset, train)[1]
+
+
 def load_images(dataset: str = "mnist", *, train: bool, n: int | None = None,
                 digit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The first ``n`` images of a split (then only class ``digit``, if given), as copies."""
@@ -204,10 +215,10 @@ class BiLipschitzSweep:
 
     def _groups(self) -> list[tuple[str, int | None, int]]:
         """(group name, digit, training images) per group; checks each digit has enough images."""
-        y_tr = _image_set(self.dataset, True)[1][:self.n_train]
+        y_tr = _labels(self.dataset, True)[:self.n_train]
         if self.digits is None:
             return [("all", None, len(y_tr))]
-        y_te = _image_set(self.dataset, False)[1][:self.n_test]
+        y_te = _labels(self.dataset, False)[:self.n_test]
         need = math.ceil((self.latent_dim + 2) / self.fit_fraction) + 3
         groups = []
         for d in self.digits:

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import pkgutil
+from collections.abc import Mapping
 from typing import Any
 
 from nearid.book.params import Constraint, InvalidParameterError, Rule
@@ -84,6 +86,7 @@ def resolve(chapter: str, profile: str = "quick", overrides: dict[str, Any] | No
     for a value that is not allowed; each message says what is.
     """
     key = chapter_key(chapter)
+    overrides = _overrides_mapping(overrides)
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid: {', '.join(PROFILES)}")
     allowed = CONSTRAINTS[key]
@@ -101,6 +104,37 @@ def resolve(chapter: str, profile: str = "quick", overrides: dict[str, Any] | No
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"chapter {key}: {exc}") from None
     return params
+
+
+def _overrides_mapping(overrides: Any) -> dict[str, Any]:
+    """``overrides`` as papermill users pass it: a dict (``-y``/``-f`` YAML, or the runner),
+    or JSON text (``-p overrides '{"seeds": 5}'``: papermill's ``-p`` passes text)."""
+    if overrides is None or overrides == "":
+        return {}
+    if isinstance(overrides, str):
+        try:
+            overrides = json.loads(overrides)
+        except json.JSONDecodeError as exc:
+            raise InvalidParameterError(f"overrides must be a JSON object such as '{{\"seeds\": 5}}', got "
+                                        f"{overrides!r:.80} ({exc.msg})") from None
+    if not isinstance(overrides, Mapping):
+        raise InvalidParameterError(f"overrides must be a mapping of parameter names to values, "
+                                    f"got {type(overrides).__name__}: {overrides!r:.80}")
+    return dict(overrides)
+
+
+def parse_overrides(texts: list[str]) -> dict[str, Any]:
+    """Every ``-p key=value`` of a command line (:func:`parse_override`); a parameter given
+    twice is refused (which one was meant cannot be told), naming both values."""
+    overrides: dict[str, Any] = {}
+    seen: dict[str, str] = {}
+    for text in texts:
+        key, value = parse_override(text)
+        if key in overrides:
+            raise ValueError(f"parameter {key!r} is given twice (-p {seen[key]} and -p {text.strip()}); "
+                             f"give it once")
+        overrides[key], seen[key] = value, text.strip()
+    return overrides
 
 
 def parse_override(text: str) -> tuple[str, Any]:

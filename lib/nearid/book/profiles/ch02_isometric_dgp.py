@@ -8,6 +8,7 @@ from nearid.book.params import (
     POSITIVE,
     POSITIVE_INT,
     SEED,
+    SEEDS,
     ComponentRule,
     Interval,
     ListOf,
@@ -45,7 +46,7 @@ def _source_kind(kind: str) -> None:
 
 
 CONSTRAINTS = dict(
-    seed=SEED, seeds=Interval(int, 2), trend_seeds=Interval(int, 2),
+    seed=SEED, seeds=SEEDS, trend_seeds=SEEDS,
     deltas=ListOf(Interval(float, 0, 1, closed="left"), unique=True),
     latent_dim=Interval(int, 2), observed_dim=Interval(int, 4), n_train=Interval(int, 20),
     n_test=Interval(int, 20), epochs=POSITIVE_INT, batch_size=POSITIVE_INT, lr=POSITIVE,

@@ -7,7 +7,7 @@ Figure A.6 sweep, all of them together show how its verdict moves with scale.
 
 from __future__ import annotations
 
-from nearid.book.params import (DEVICE, NON_NEGATIVE, POSITIVE, POSITIVE_INT, SEED, Boolean, Interval, ListOf,
+from nearid.book.params import (DEVICE, NON_NEGATIVE, POSITIVE, POSITIVE_INT, SEED, SEEDS, Boolean, Interval, ListOf,
                                 Rule)
 from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, MNIST_TEST, MNIST_TRAIN, SCHEDULER
 
@@ -32,12 +32,12 @@ PROFILES = {
 }
 
 CONSTRAINTS = dict(
-    seed=SEED, seeds=Interval(int, 2), alphas=ListOf(Interval(float, 0, 1), unique=True),
+    seed=SEED, seeds=SEEDS, alphas=ListOf(Interval(float, 0, 1), unique=True),
     weight_decays=ListOf(NON_NEGATIVE, unique=True), latent_dim=Interval(int, 2),
     hidden=ListOf(POSITIVE_INT), tie_encoder=Boolean(), n_train=Interval(int, 10, MNIST_TRAIN),
     n_test=Interval(int, 20, MNIST_TEST), epochs=POSITIVE_INT, batch_size=POSITIVE_INT, lr=POSITIVE,
     digits=ListOf(Interval(int, 0, 9), min_len=0, unique=True),
-    digit_alphas=ListOf(Interval(float, 0, 1), unique=True), digit_seeds=Interval(int, 2),
+    digit_alphas=ListOf(Interval(float, 0, 1), unique=True), digit_seeds=SEEDS,
     digit_weight_decay=NON_NEGATIVE, digit_n_trains=ListOf(Interval(int, 10, MNIST_TRAIN), unique=True),
     device=DEVICE, executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
 )

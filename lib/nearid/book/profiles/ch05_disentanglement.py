@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nearid.book.params import DEVICE, POSITIVE, POSITIVE_INT, SEED, Interval, ListOf, Mapping, Options, Rule
+from nearid.book.params import DEVICE, POSITIVE, POSITIVE_INT, SEED, SEEDS, Interval, ListOf, Mapping, Options, Rule
 from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, POWER_OF_TWO, SCHEDULER
 
 
@@ -46,7 +46,7 @@ PROFILES = {
 # checked in this order: the two whose options live in the experiment module (which imports
 # torch) last, so that any other bad value fails before that import
 CONSTRAINTS = dict(
-    seed=SEED, seeds=Interval(int, 2), datasets=ListOf(Options(_datasets), unique=True),
+    seed=SEED, seeds=SEEDS, datasets=ListOf(Options(_datasets), unique=True),
     image_size=POWER_OF_TWO, supersample=POSITIVE_INT, n_train=Interval(int, 10),
     n_eval=Interval(int, 20), epochs=POSITIVE_INT,
     trend_epochs=ListOf(POSITIVE_INT, min_len=3, unique=True), batch_size=POSITIVE_INT,

@@ -1,0 +1,151 @@
+"""What a chapter run will cost, priced before it starts: a typo such as ``-p epochs=1e12``
+must be refused in a second, not discovered hours later.
+
+``nearid plan`` measures tasks (minutes). This module only counts: a chapter's experiment
+module lists its tasks with ``plan(P)``, each with its optimisation ``steps``; the cost of a
+run is taken to grow with its total steps from a run of the same chapter whose time is known:
+
+* the chapter's last successful run on this machine (``timings.json``: its profile and
+  overrides give its steps, its wall time the seconds per step), else
+* the reference machine's ``quick`` time (:data:`nearid.book.runner.REFERENCE_SECONDS`,
+  a 2-core AMD EPYC VM) over ``quick``'s steps.
+
+A chapter without tasks (01, 07) is priced at its known time. The estimate says which basis
+it used. It ignores what steps do not capture (wider models cost more per step, evaluation
+grows with the data), so it is a guard against runs ten or a thousand times too long, not a
+forecast; ``nearid plan`` measures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nearid.book.preflight import PreflightError
+
+DEFAULT_MAX_HOURS = 2.0  # above this, `nearid run` / `nearid book` ask for --yes
+ENV_MAX_HOURS = "NEARID_MAX_HOURS"
+SAY_ABOVE_SECONDS = 60.0  # runs estimated shorter than this start without an estimate line
+
+
+class CostRefused(PreflightError):
+    """A run priced above the threshold, started without ``--yes`` (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Price:
+    chapter: str
+    profile: str
+    tasks: int
+    steps: int | None  # optimisation steps of all its tasks (None: the chapter lists none)
+    seconds: float | None  # None: nothing to scale from
+    basis: str  # where the seconds per step came from
+
+    @property
+    def worth_saying(self) -> bool:
+        """A minute or more: worth a line before the run starts (short runs stay quiet)."""
+        return self.seconds is not None and self.seconds >= SAY_ABOVE_SECONDS
+
+    def describe(self) -> str:
+        from nearid.planning import human_seconds
+
+        if self.seconds is None:
+            return f"{self.chapter} ({self.profile}): cost unknown ({self.basis})"
+        work = f"{self.tasks:,} tasks, {self.steps:,} steps; " if self.steps else ""
+        return f"{self.chapter} ({self.profile}): about {human_seconds(self.seconds)} ({work}{self.basis})"
+
+
+def _steps(chapter: str, params: dict[str, Any]) -> tuple[int, int | None]:
+    """(tasks, total steps) of the chapter's plan for resolved ``params``; (0, None) without one."""
+    from nearid.planning import experiment_module
+
+    module = experiment_module(chapter.split("_", 1)[0])
+    if module is None or not hasattr(module, "plan"):
+        return 0, None
+    tasks = module.plan(params)
+    return len(tasks), sum(int(t.steps or 0) for t in tasks)
+
+
+def _known_runs(out_dir: Path | None, chapter: str) -> list[dict[str, Any]]:
+    if out_dir is None:
+        return []
+    with contextlib.suppress(OSError, json.JSONDecodeError, TypeError):
+        records = json.loads((Path(out_dir) / "timings.json").read_text())
+        return [r for r in records if isinstance(r, dict) and r.get("chapter") == chapter
+                and r.get("status") == "ok" and float(r.get("wall_s") or 0) > 0]
+    return []
+
+
+def device_kind(params: dict[str, Any]) -> str:
+    """"cuda" when the chapter will compute on a GPU (``device`` cuda, or auto with one present)."""
+    device = str(params.get("device", "cpu"))
+    if device == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if device.startswith("cuda") else "cpu"
+
+
+def price(chapter: str, profile: str, params: dict[str, Any], out_dir: Path | None = None,
+          device: str = "cpu") -> Price:
+    """The estimated wall time of running ``chapter`` with resolved ``params`` (see the module)."""
+    from nearid.book.profiles import resolve
+    from nearid.book.runner import REFERENCE_SECONDS
+
+    tasks, steps = _steps(chapter, params)
+    bases = []
+    for rec in reversed(_known_runs(out_dir, chapter)):  # the newest first
+        kind = "cuda" if str(rec.get("device", "")).startswith("cuda") else "cpu"
+        if kind != ("cuda" if str(device).startswith("cuda") else "cpu"):
+            continue
+        with contextlib.suppress(Exception):
+            bases.append((float(rec["wall_s"]), rec.get("profile"), rec.get("overrides") or {},
+                          f"scaled from its last run here: {rec.get('profile')}"
+                          f"{' with overrides' if rec.get('overrides') else ''}, {float(rec['wall_s']):.0f} s"))
+            break
+    reference = REFERENCE_SECONDS["quick"].get(chapter)
+    if reference and not str(device).startswith("cuda"):
+        bases.append((float(reference), "quick", {}, f"scaled from quick on the reference 2-core CPU, {reference} s"))
+    for seconds, base_profile, base_overrides, basis in bases:
+        try:
+            if base_profile == profile and not base_overrides and steps is None:
+                return Price(chapter, profile, tasks, steps, seconds, basis)
+            base_tasks, base_steps = _steps(chapter, resolve(chapter, base_profile, base_overrides))
+        except Exception:  # a record from older code whose overrides no longer resolve
+            continue
+        if steps is None or not base_steps:
+            return Price(chapter, profile, tasks, steps, seconds, basis + "; no steps to scale by")
+        return Price(chapter, profile, tasks, steps, seconds * steps / base_steps, basis)
+    return Price(chapter, profile, tasks, steps, None,
+                 "no earlier run on this kind of device to scale from; `nearid plan` measures")
+
+
+def max_seconds() -> float:
+    """The threshold above which a run needs ``--yes``: ``$NEARID_MAX_HOURS`` or 2 hours."""
+    text = os.environ.get(ENV_MAX_HOURS, "")
+    try:
+        hours = float(text) if text else DEFAULT_MAX_HOURS
+    except ValueError:
+        raise ValueError(f"${ENV_MAX_HOURS} must be a number of hours, got {text!r}") from None
+    if not hours > 0:
+        raise ValueError(f"${ENV_MAX_HOURS} must be positive, got {text!r}")
+    return hours * 3600
+
+
+def check(prices: list[Price], *, yes: bool) -> None:
+    """Refuse (:class:`CostRefused`) when the priced runs together exceed :func:`max_seconds`
+    and ``yes`` was not given."""
+    from nearid.planning import human_seconds
+
+    limit = max_seconds()
+    total = sum(p.seconds or 0.0 for p in prices)
+    if yes or total <= limit:
+        return
+    worst = max(prices, key=lambda p: p.seconds or 0.0)
+    raise CostRefused(f"this run is estimated at {human_seconds(total)}, over the {human_seconds(limit)} limit "
+                      f"(${ENV_MAX_HOURS}); largest: {worst.describe()}. Check the parameters (a typo?), run "
+                      f"`nearid plan` to measure, or pass --yes to start it anyway")

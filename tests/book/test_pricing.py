@@ -1,0 +1,75 @@
+"""Work priced before it starts: a run whose steps are far beyond its chapter's known runs is
+refused in well under a second unless --yes is given (nearid.book.pricing)."""
+
+import json
+import time
+
+import pytest
+
+from nearid.book import pricing
+from nearid.book.profiles import resolve
+
+CH = "02_isometric_dgp"
+
+
+def _timings(tmp_path, wall_s=100.0, profile="quick", device="cpu (2 cores, 1 torch thread)"):
+    (tmp_path / "timings.json").write_text(json.dumps([
+        {"chapter": CH, "profile": profile, "overrides": {}, "status": "ok", "wall_s": wall_s, "device": device}]))
+    return tmp_path
+
+
+def test_a_run_is_priced_from_its_chapters_last_run_by_steps(tmp_path):
+    out = _timings(tmp_path)
+    base = pricing.price(CH, "quick", resolve(CH, "quick"), out)
+    assert base.seconds == pytest.approx(100.0) and "last run here: quick, 100 s" in base.basis
+    doubled = pricing.price(CH, "quick", resolve(CH, "quick", {"epochs": 2 * resolve(CH, "quick")["epochs"]}), out)
+    assert doubled.steps > 1.9 * base.steps
+    assert doubled.seconds == pytest.approx(100.0 * doubled.steps / base.steps)
+
+
+def test_a_typo_is_refused_within_a_second_and_yes_lets_it_through(tmp_path, monkeypatch):
+    monkeypatch.delenv(pricing.ENV_MAX_HOURS, raising=False)
+    out = _timings(tmp_path)
+    start = time.perf_counter()
+    typo = pricing.price(CH, "quick", resolve(CH, "quick", {"epochs": 1e12}), out)
+    with pytest.raises(pricing.CostRefused, match=r"over the 2.0 h limit .* --yes"):
+        pricing.check([typo], yes=False)
+    assert time.perf_counter() - start < 1.0
+    pricing.check([typo], yes=True)
+    pricing.check([pricing.price(CH, "quick", resolve(CH, "quick"), out)], yes=False)
+
+
+def test_without_a_known_run_on_this_device_the_cost_is_unknown_and_not_refused(tmp_path):
+    out = _timings(tmp_path)
+    p = pricing.price(CH, "full", resolve(CH, "full"), out, device="cuda")
+    assert p.seconds is None and "nearid plan" in p.describe()
+    pricing.check([p], yes=False)
+
+
+def test_the_fresh_clone_prices_from_the_reference_machine(tmp_path):
+    p = pricing.price(CH, "quick", resolve(CH, "quick"), tmp_path)
+    assert "reference 2-core CPU" in p.basis and p.seconds > 0
+
+
+def test_the_threshold_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv(pricing.ENV_MAX_HOURS, "0.5")
+    assert pricing.max_seconds() == 1800
+    monkeypatch.setenv(pricing.ENV_MAX_HOURS, "soon")
+    with pytest.raises(ValueError, match="NEARID_MAX_HOURS must be a number"):
+        pricing.max_seconds()
+
+
+def test_the_runner_refuses_before_any_work_and_the_cli_says_so_with_rc_2(root, tmp_path, monkeypatch, capsys):
+    from nearid.cli.main import main
+
+    monkeypatch.delenv(pricing.ENV_MAX_HOURS, raising=False)
+    out = _timings(tmp_path)
+    from nearid.book import runner
+
+    with pytest.raises(pricing.CostRefused, match="--yes"):
+        runner.run_chapter_outcome(CH, "quick", {"epochs": 10 ** 9}, out_dir=out, root=root)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["timings.json"], "nothing ran, nothing written"
+    monkeypatch.chdir(root)
+    assert main(["run", "02", "-p", "epochs=1e12"]) == 2
+    err = capsys.readouterr().err
+    assert "estimate: 02_isometric_dgp (quick)" in err and "pass --yes" in err
