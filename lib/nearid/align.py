@@ -949,6 +949,9 @@ def _side_ica(X, stats: _Stats, fit_idx, dtype, rows_per_block, bar, work, side,
     from nearid.ica import Whitener, WhitenedICA, choose_components, ica_rows
 
     keep, dups = _kept_columns(X, stats, fit_idx, rows_per_block)
+    if ("pca", keep.tobytes()) not in stats.cache:
+        bar.describe(f"ica {side}: principal axes ({int(keep.sum())}-wide eigh)",
+                     now=int(keep.sum()) >= SERIAL_DECOMPOSITION_WIDTH)
     var, axes, unresolved = _pca(stats, keep, dtype, side, lambda d: bar.tick(work.eigh(d)))
     if unresolved:
         cap = stats.n if ica_max_rows is None else min(stats.n, ica_max_rows)
@@ -1007,6 +1010,8 @@ def _fit_maps(A, B, sa: _Stats, sb: _Stats, cross, families, fit_idx, dtype, row
         if (dtype == np.float32 and int(cols.sum()) >= SERIAL_DECOMPOSITION_WIDTH
                 and ("pca", cols.tobytes()) not in sa.cache and _surely_unresolved(sa, cols)):
             raise _NeedFloat64  # as below, found without the eigen-decomposition
+        wide = int(cols.sum()) >= SERIAL_DECOMPOSITION_WIDTH
+        bar.describe(f"fitting maps: principal axes of A ({int(cols.sum())}-wide eigh)", now=wide)
         var, axes, unresolved = _pca(sa, cols, dtype, "A", lambda d: bar.tick(work.eigh(d)))
         if unresolved:
             raise _NeedFloat64  # least squares would need directions float32 sums cannot resolve
@@ -1016,6 +1021,8 @@ def _fit_maps(A, B, sa: _Stats, sb: _Stats, cross, families, fit_idx, dtype, row
         M[cols] = axes @ ((axes.T @ cross[cols]) / ((sa.n - 1) * var)[:, None])
         maps["linear"] = M
     if "rigid" in families:
+        bar.describe(f"fitting maps: rigid SVD ({cross.shape[0]} x {cross.shape[1]})",
+                     now=min(cross.shape) >= SERIAL_DECOMPOSITION_WIDTH)
         U, S, Vt = linalg.svd(cross, notes, what="rigid SVD")
         bar.tick(work.svd(*cross.shape))
         norm = float(sa.sq.sum())
@@ -1139,6 +1146,7 @@ class _Progress:
         self.clock = time.perf_counter
         self.timings: dict[str, float] = {}
         self.current, self.since = "validate", self.clock()
+        self.started = self.since
         self.bar = None
         if enabled:
             from tqdm.auto import tqdm
@@ -1151,9 +1159,11 @@ class _Progress:
         if self.bar is not None:
             self.bar.update(n)
 
-    def describe(self, text: str) -> None:
+    def describe(self, text: str, now: bool = False) -> None:
+        """Show ``text`` at the next update, or ``now`` (before a long decomposition, which
+        updates nothing while it runs) once the bar is past its delay."""
         if self.bar is not None:
-            self.bar.set_description_str(text, refresh=False)
+            self.bar.set_description_str(text, refresh=now and self.clock() - self.started >= PROGRESS_DELAY)
 
     def stage(self, name: str) -> None:
         """Start timing stage ``name`` (and show it on the bar)."""
