@@ -18,10 +18,11 @@ def test_papermill_from_another_folder_with_json_overrides(root, tmp_path):
     nb = tmp_path / "01.ipynb"
     subprocess.run([str(BIN / "jupytext"), "--to", "ipynb", str(root / "notebooks" / "01_definitions.py"),
                     "-o", str(nb)], check=True, capture_output=True)
-    proc = subprocess.run([str(BIN / "papermill"), nb.name, "out.ipynb", "-p", "profile", "smoke",
+    proc = subprocess.run([str(BIN / "papermill"), "--engine", "nearid", nb.name, "out.ipynb", "-p", "profile", "smoke",
                            "-p", "overrides", '{"seed": 1, "n_points": 200}', "-p", "results_path", "01.json"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "without encryption" not in proc.stderr, "the nearid engine's kernel has encrypted sockets"
     doc = json.loads((tmp_path / "01.json").read_text())
     assert doc["profile"] == "smoke" and doc["params"]["seed"] == 1 and doc["params"]["n_points"] == 200
 

@@ -73,3 +73,24 @@ def test_the_runner_refuses_before_any_work_and_the_cli_says_so_with_rc_2(root, 
     assert main(["run", "02", "-p", "epochs=1e12"]) == 2
     err = capsys.readouterr().err
     assert "estimate: 02_isometric_dgp (quick)" in err and "pass --yes" in err
+
+
+@pytest.mark.parametrize("chapter,override", [("02_isometric_dgp", {"n_train": 10 ** 10}),
+                                              ("06_cell_microscopy", {"controls_per_batch": 10 ** 7})])
+def test_data_larger_than_the_machine_is_refused_unless_yes(chapter, override, monkeypatch):
+    monkeypatch.setattr(pricing, "machine_memory_mb", lambda: 16 * 1024.0)
+    fits = pricing.price(chapter, "smoke", resolve(chapter, "smoke"))
+    assert 0 < fits.data_mb < 1024
+    pricing.check([fits], yes=False)
+    huge = pricing.price(chapter, "smoke", resolve(chapter, "smoke", override))
+    assert huge.data_mb > 16 * 1024
+    with pytest.raises(pricing.CostRefused, match="its data alone takes about .* more than this machine's 16.0 GB"):
+        pricing.check([huge], yes=False)
+    pricing.check([huge], yes=True)
+
+
+def test_chapter_05_data_grows_with_images_and_their_size():
+    ch = "05_disentanglement"
+    small = pricing.price(ch, "smoke", resolve(ch, "smoke")).data_mb
+    bigger = pricing.price(ch, "smoke", resolve(ch, "smoke", {"image_size": 32})).data_mb
+    assert bigger == pytest.approx(4 * small)

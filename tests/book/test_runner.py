@@ -433,3 +433,15 @@ def test_a_cached_run_in_a_read_only_folder_serves_its_results(cli_project, proj
     lines = captured.err.splitlines()
     assert len(lines) == 2 and "was not rewritten (Read-only file system)" in lines[0], lines
     assert lines[1].startswith("98_tiny: cached (nothing ran)")
+
+
+def test_force_from_the_caller_is_kept_for_the_kernel(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEARID_FORCE", "1")
+    with runner._kernel_environment(tmp_path, force=False):
+        assert os.environ["NEARID_FORCE"] == "1"
+    monkeypatch.delenv("NEARID_FORCE")
+    with runner._kernel_environment(tmp_path, force=False):
+        assert os.environ["NEARID_FORCE"] == "0"
+    with runner._kernel_environment(tmp_path, force=True):
+        assert os.environ["NEARID_FORCE"] == "1"
+    assert "NEARID_FORCE" not in os.environ

@@ -14,6 +14,10 @@ A chapter without tasks (01, 07) is priced at its known time. The estimate says 
 it used. It ignores what steps do not capture (wider models cost more per step, evaluation
 grows with the data), so it is a guard against runs ten or a thousand times too long, not a
 forecast; ``nearid plan`` measures.
+
+Memory is priced the same way: a chapter whose data grows with its parameters (02, 05, 06)
+says how much its largest data takes (``data_mb(P)`` in its experiment module), and a run
+whose data alone exceeds this machine's physical memory is refused before it starts.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class Price:
     steps: int | None  # optimisation steps of all its tasks (None: the chapter lists none)
     seconds: float | None  # None: nothing to scale from
     basis: str  # where the seconds per step came from
+    data_mb: float | None = None  # the data one task holds in memory (None: the chapter does not say)
 
     @property
     def worth_saying(self) -> bool:
@@ -56,6 +61,10 @@ class Price:
         if self.seconds is None:
             return f"{self.chapter} ({self.profile}): cost unknown ({self.basis})"
         work = f"{self.tasks:,} tasks, {self.steps:,} steps; " if self.steps else ""
+        if self.data_mb and self.data_mb >= 1:
+            from nearid.planning import human_mb
+
+            work += f"data {human_mb(self.data_mb)} per task; "
         return f"{self.chapter} ({self.profile}): about {human_seconds(self.seconds)} ({work}{self.basis})"
 
 
@@ -68,6 +77,23 @@ def _steps(chapter: str, params: dict[str, Any]) -> tuple[int, int | None]:
         return 0, None
     tasks = module.plan(params)
     return len(tasks), sum(int(t.steps or 0) for t in tasks)
+
+
+def _data_mb(chapter: str, params: dict[str, Any]) -> float | None:
+    """The chapter's ``data_mb(P)``: memory its largest data takes; None where it defines none."""
+    from nearid.planning import experiment_module
+
+    module = experiment_module(chapter.split("_", 1)[0])
+    fn = getattr(module, "data_mb", None) if module is not None else None
+    return float(fn(params)) if fn is not None else None
+
+
+def machine_memory_mb() -> float | None:
+    """Physical memory of this machine (MB); None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 20
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _known_runs(out_dir: Path | None, chapter: str) -> list[dict[str, Any]]:
@@ -97,6 +123,7 @@ def price(chapter: str, profile: str, params: dict[str, Any], out_dir: Path | No
     from nearid.book.runner import REFERENCE_SECONDS
 
     tasks, steps = _steps(chapter, params)
+    memory = _data_mb(chapter, params)
     bases = []
     for rec in reversed(_known_runs(out_dir, chapter)):  # the newest first
         kind = "cuda" if str(rec.get("device", "")).startswith("cuda") else "cpu"
@@ -113,15 +140,15 @@ def price(chapter: str, profile: str, params: dict[str, Any], out_dir: Path | No
     for seconds, base_profile, base_overrides, basis in bases:
         try:
             if base_profile == profile and not base_overrides and steps is None:
-                return Price(chapter, profile, tasks, steps, seconds, basis)
+                return Price(chapter, profile, tasks, steps, seconds, basis, memory)
             base_tasks, base_steps = _steps(chapter, resolve(chapter, base_profile, base_overrides))
         except Exception:  # a record from older code whose overrides no longer resolve
             continue
         if steps is None or not base_steps:
-            return Price(chapter, profile, tasks, steps, seconds, basis + "; no steps to scale by")
-        return Price(chapter, profile, tasks, steps, seconds * steps / base_steps, basis)
+            return Price(chapter, profile, tasks, steps, seconds, basis + "; no steps to scale by", memory)
+        return Price(chapter, profile, tasks, steps, seconds * steps / base_steps, basis, memory)
     return Price(chapter, profile, tasks, steps, None,
-                 "no earlier run on this kind of device to scale from; `nearid plan` measures")
+                 "no earlier run on this kind of device to scale from; `nearid plan` measures", memory)
 
 
 def max_seconds() -> float:
@@ -139,11 +166,20 @@ def max_seconds() -> float:
 def check(prices: list[Price], *, yes: bool) -> None:
     """Refuse (:class:`CostRefused`) when the priced runs together exceed :func:`max_seconds`
     and ``yes`` was not given."""
-    from nearid.planning import human_seconds
+    from nearid.planning import human_mb, human_seconds
 
     limit = max_seconds()
     total = sum(p.seconds or 0.0 for p in prices)
-    if yes or total <= limit:
+    if yes:
+        return
+    ram = machine_memory_mb()
+    too_big = [p for p in prices if ram and p.data_mb and p.data_mb > ram]
+    if too_big:
+        p = max(too_big, key=lambda p: p.data_mb)
+        raise CostRefused(f"{p.chapter} ({p.profile}): its data alone takes about {human_mb(p.data_mb)}, more "
+                          f"than this machine's {human_mb(ram)} of memory. Check the sizes (a typo?), or pass "
+                          f"--yes to start it anyway")
+    if total <= limit:
         return
     worst = max(prices, key=lambda p: p.seconds or 0.0)
     raise CostRefused(f"this run is estimated at {human_seconds(total)}, over the {human_seconds(limit)} limit "

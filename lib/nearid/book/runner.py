@@ -348,7 +348,8 @@ def _kernel_environment(root: Path, force: bool):
     saved = {k: os.environ.get(k) for k in ("NEARID_TASK_CACHE", "NEARID_FORCE", *THREAD_VARS)}
     threads = str(kernel_threads())
     os.environ.setdefault("NEARID_TASK_CACHE", str(root / TASK_CACHE))
-    os.environ["NEARID_FORCE"] = "1" if force else "0"
+    # --force turns it on; without it the caller's own NEARID_FORCE=1 is kept, not undone.
+    os.environ["NEARID_FORCE"] = "1" if force else os.environ.get("NEARID_FORCE") or "0"
     for var in THREAD_VARS:
         os.environ[var] = threads
     try:

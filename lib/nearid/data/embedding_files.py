@@ -22,6 +22,7 @@ which keys exist), so ``nearid align`` can report it and exit 2 without writing 
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import warnings
@@ -59,7 +60,7 @@ def split_spec(spec: str | os.PathLike) -> tuple[Path, str | None]:
 
 def _check_path(path: Path) -> str:
     if not path.exists():
-        raise EmbeddingFileError(f"{path}: no such file")
+        raise EmbeddingFileError(f"{path}: {_why_missing(path)}")
     if not path.is_file():
         raise EmbeddingFileError(f"{path}: not a file")
     suffix = path.suffix.lower()
@@ -67,6 +68,31 @@ def _check_path(path: Path) -> str:
         raise EmbeddingFileError(f"{path}: unsupported file type {suffix or '(none)'!r}; "
                                  f"valid: {', '.join(SUFFIXES)}")
     return suffix
+
+
+def _why_missing(path: Path) -> str:
+    """Say why ``exists()`` is false: a missing file, a broken link, a loop, or no access."""
+    try:
+        path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            return f"a symbolic link to {os.readlink(path)!r}, which does not exist"
+        return "no such file"
+    except PermissionError:
+        return "permission denied (a folder on the path cannot be searched)"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a loop of symbolic links (it never reaches a file)"
+        return exc.strerror or str(exc)
+    return "no such file"  # pragma: no cover - exists() and stat() disagree only in a race
+
+
+def _dtype_words(dtype: np.dtype) -> str:
+    """A dtype the aligner cannot use, in words that say what to do."""
+    if dtype.kind == "c":
+        return (f"complex numbers (dtype {dtype}); embeddings must be real: pass the real part, "
+                "the magnitude, or real and imaginary parts as separate columns")
+    return f"expected numbers, got dtype {dtype}"
 
 
 def load_embeddings(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
@@ -87,7 +113,7 @@ def load_embeddings(path: str | os.PathLike, key: str | None = None) -> np.ndarr
     else:
         X = _read_one(path, suffix, key)
     if X.dtype.kind not in "biuf":
-        raise EmbeddingFileError(f"{path}: expected numbers, got dtype {X.dtype}")
+        raise EmbeddingFileError(f"{path}: {_dtype_words(X.dtype)}")
     return X
 
 
@@ -119,6 +145,10 @@ def load_layers(path: str | os.PathLike) -> dict[str, np.ndarray]:
         layers = {name: _read_h5(path, name) for name in sorted(_h5_datasets(path), key=_natural)}
     if not layers:
         raise EmbeddingFileError(f"{path}: holds no arrays")
+    complex_layers = [k for k, v in layers.items() if v.dtype.kind == "c"]
+    if complex_layers:
+        raise EmbeddingFileError(f"{path}:{complex_layers[0]} holds "
+                                 f"{_dtype_words(layers[complex_layers[0]].dtype)}")
     bad = [f"{k} {v.shape} {v.dtype}" for k, v in layers.items() if v.ndim != 2 or v.dtype.kind not in "biuf"]
     if bad:
         raise EmbeddingFileError(f"{path}: every layer must be a 2-D numeric array (rows = inputs); "
@@ -342,8 +372,9 @@ def _read_h5(path: Path, name: str) -> np.ndarray:
     with _h5_file(path) as f:
         ds = f[name]
         if ds.dtype.kind not in "biuf":
-            raise EmbeddingFileError(f"{path}:{name} holds non-numeric data (dtype {ds.dtype}); "
-                                     "expected a numeric matrix")
+            what = _dtype_words(ds.dtype) if ds.dtype.kind == "c" else \
+                f"non-numeric data (dtype {ds.dtype}); expected a numeric matrix"
+            raise EmbeddingFileError(f"{path}:{name} holds {what}")
         offset = ds.id.get_offset() if ds.chunks is None and ds.compression is None else None
         shape, dtype = ds.shape, ds.dtype
         if offset is None or ds.size == 0:

@@ -292,3 +292,10 @@ def seed_trend(models: pd.DataFrame, *, delta: float, budgets, seed: int = 0) ->
             rows.append({"claim": claim, "seeds": int(k), "estimate": v.estimate, "low": v.low, "high": v.high,
                          "verdict": v.verdict, "n": v.n})
     return pd.DataFrame(rows)
+
+
+def data_mb(P) -> float:
+    """Memory (MB) of the largest data a task builds: the blob images (float32) or the
+    observations of the isometric DGP (priced before a run: ``nearid.book.pricing``)."""
+    rows = P["n_train"] + P.get("n_test", 0)
+    return max(rows * P["image_size"] ** 2, rows * P["observed_dim"]) * 4 / 2 ** 20

@@ -509,3 +509,10 @@ def trend_change(trend: pd.DataFrame, datasets: Sequence[str], score: str) -> Ve
     first = diff.xs(lo, level="epochs").iloc[0]
     last = diff.xs(hi, level="epochs").iloc[0]
     return paired_difference(last.to_numpy(), first[last.index].to_numpy(), method="t")
+
+
+def data_mb(P) -> float:
+    """Memory (MB) of the data one task holds: a dataset's training and held-out images as
+    uint8 and as the float32 tensor the model reads (priced before a run: ``nearid.book.pricing``)."""
+    pixels = (P["n_train"] + P["n_eval"]) * P["image_size"] ** 2 * 3
+    return pixels * (1 + 4) / 2 ** 20

@@ -643,3 +643,13 @@ def evaluation_params(P) -> dict[str, Any]:
     return dict(n_components=P.n_components, rows_per_component=P.rows_per_component or None,
                 ica_fit_on=P.ica_fit_on, n_splits=P.n_splits, seed=P.seed,
                 n_estimators=min(P.n_estimators, DRY_RUN_TREES) if P.get("dry_run") else P.n_estimators)
+
+
+def data_mb(P) -> float:
+    """Memory (MB) of the simulated screen as float32 images (priced before a run:
+    ``nearid.book.pricing``); none for real RxRx3-core embeddings."""
+    from nearid.data.cell_simulator import CHANNELS
+
+    if P.get("rxrx_embeddings"):
+        return 0.0
+    return n_cells(simulator_params(P)) * len(CHANNELS) * P["image_size"] ** 2 * 4 / 2 ** 20

@@ -137,6 +137,30 @@ def test_file_errors(tmp_path):
         save_embeddings(tmp_path / "x.txt", X)
 
 
+def test_links_that_lead_nowhere_are_named(tmp_path):
+    (tmp_path / "a.npy").symlink_to(tmp_path / "b.npy")
+    (tmp_path / "b.npy").symlink_to(tmp_path / "a.npy")
+    with pytest.raises(EmbeddingFileError, match="a loop of symbolic links"):
+        load_embeddings(tmp_path / "a.npy")
+    (tmp_path / "dangling.npy").symlink_to(tmp_path / "gone.npy")
+    with pytest.raises(EmbeddingFileError, match="a symbolic link to .*gone.npy.*does not exist"):
+        load_embeddings(tmp_path / "dangling.npy")
+
+
+def test_complex_data_is_named_as_complex(tmp_path):
+    Z = (X + 1j * X).astype(np.complex64)
+    np.save(tmp_path / "z.npy", Z)
+    with pytest.raises(EmbeddingFileError, match=r"complex numbers \(dtype complex64\); embeddings must be real"):
+        load_embeddings(tmp_path / "z.npy")
+    np.savez(tmp_path / "z.npz", real=X, imag=Z)
+    with pytest.raises(EmbeddingFileError, match="z.npz:imag holds complex numbers"):
+        load_layers(tmp_path / "z.npz")
+    with h5py.File(tmp_path / "z.h5", "w") as f:
+        f["z"] = Z
+    with pytest.raises(EmbeddingFileError, match="z.h5:z holds complex numbers"):
+        load_embeddings(tmp_path / "z.h5")
+
+
 def test_random_bytes_npy_is_not_called_pickled(tmp_path):
     (tmp_path / "noise.npy").write_bytes(np.random.default_rng(0).bytes(4096))
     with pytest.raises(EmbeddingFileError, match="not a valid .npy file") as err:
