@@ -10,7 +10,7 @@ JOBS ?=
 LOCK_VENV := .venv-lock
 LOCK_FLAGS ?=
 
-.PHONY: setup lock data book test lint clean check-full
+.PHONY: setup lock data book test lint clean check-full check-gpu
 
 setup: $(STAMP)
 
@@ -48,6 +48,9 @@ test: data
 
 check-full: data  # every chapter in `full` cut to 2 steps per task (-p dry_run=true), into _build/check-full
 	NEARID_CHECK_FULL=_build/check-full $(BIN)/python -m pytest -q -s tests/book/test_full_dry_run.py
+
+check-gpu: data  # on a CUDA machine: smoke vs the CPU reference, full dry run, plan full, GPU memory (about 10 min); else says so
+	$(BIN)/python -m nearid.book.gpucheck --out _build/check-gpu
 
 lint: setup
 	$(BIN)/python -m ruff check lib tests

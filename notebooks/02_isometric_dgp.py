@@ -48,9 +48,9 @@ from nearid import verdicts
 from nearid.align import match_columns
 from nearid.book import plotting, results
 from nearid.book.profiles import resolve
-from nearid.book.results import glue
+from nearid.book.results import glue, glue_verdict
 from nearid.data.toy import blob_images
-from nearid.experiments import ch02_isometric as ch02
+from nearid.experiments import ch02_isometric_dgp as ch02
 from nearid.ica import WhitenedICA
 from nearid.identifiability import structural_scores
 
@@ -200,14 +200,6 @@ claims = {k: verdicts.claim(decided[k], CLAIMS[k][0], section="ch02-verdict", pa
                             ours_label=CLAIMS[k][1]) for k in decided}
 
 
-def glue_verdict(name, v, digits=3):
-    """Glue one verdict's estimate and interval (as text: an interval may be infinite), n and word."""
-    for part in ("estimate", "low", "high"):
-        glue(f"{name}_{part}", f"{getattr(v, part):.{digits}f}")
-    glue(f"{name}_n", v.n)
-    glue(f"{name}_verdict", v.verdict)
-
-
 for k, v in decided.items():
     glue_verdict(k, v, digits=2 if k == "error_falls_with_delta" else 3)
 glue("ica_rule", str(P.ica_components))
@@ -273,8 +265,7 @@ titles = {"error_falls_with_delta": "1. Spearman(delta, rigid error to u)",
           "ae_ica_recovers_axes": f"2. MCC after ICA - raw MCC (delta = {d_min})"}
 for ax, (name, title) in zip(axes, titles.items()):
     t = trend[trend.claim == name]
-    ax.errorbar(t.seeds, t.estimate, yerr=[t.estimate - t.low, t.high - t.estimate], fmt="o-", capsize=3)
-    ax.axhline(0, color="0.3", ls="--", lw=1)
+    plotting.plot_intervals(ax, t.seeds, t.estimate, t.low, t.high, fmt="o-")
     ax.axvline(P.seeds, color="0.5", ls=":", lw=1)
     ax.set(xlabel="seeds per delta (k)", ylabel="estimate and 95% interval", title=title)
 fig.tight_layout()

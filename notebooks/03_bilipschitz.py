@@ -434,9 +434,8 @@ for n in digit_budgets:
 digit_scale = pd.DataFrame(digit_scale)
 if len(digit_scale):
     fig, ax = plt.subplots(figsize=(6.2, 3.6))
-    ax.errorbar(digit_scale.n_train, digit_scale.estimate, yerr=[digit_scale.estimate - digit_scale.low,
-                digit_scale.high - digit_scale.estimate], fmt="o-", capsize=4, color=colors["rigid"])
-    ax.axhline(0, color="0.3", lw=1, ls="--")
+    plotting.plot_intervals(ax, digit_scale.n_train, digit_scale.estimate, digit_scale.low, digit_scale.high,
+                            fmt="o-", capsize=4, color=colors["rigid"])
     ax.set_xscale("log")
     ax.set_xticks(digit_scale.n_train, [f"{n:,}" for n in digit_scale.n_train])
     ax.set(xlabel="training budget n (first n MNIST training images)",

@@ -49,7 +49,7 @@ import nearid
 from nearid import align, ica, paper, verdicts
 from nearid.book import plotting, results
 from nearid.book.profiles import resolve
-from nearid.book.results import glue
+from nearid.book.results import glue, glue_tally
 from nearid.experiments import ch04_alignment
 from nearid.tasks import run_tasks
 
@@ -109,21 +109,21 @@ LABELS = ch04_alignment.PAIR_LABELS
 # Here is the library code of the three structured maps, as the chapter runs it. The
 # signed permutation:
 #
-# ```{literalinclude} ../../lib/nearid/align.py
+# ```{literalinclude} ../../lib/nearid/align/families.py
 # :pyobject: SignedPermutationAlignment.fit
 # ```
 #
 # the rigid map (Procrustes: the SVD of the cross-product $A_c^\top B_c$ gives the best
 # rotation, and its singular values the best global scale):
 #
-# ```{literalinclude} ../../lib/nearid/align.py
+# ```{literalinclude} ../../lib/nearid/align/families.py
 # :pyobject: RigidAlignment.fit
 # ```
 #
 # and the ICA map, which reuses the signed permutation on the two sides' independent
 # components:
 #
-# ```{literalinclude} ../../lib/nearid/align.py
+# ```{literalinclude} ../../lib/nearid/align/families.py
 # :pyobject: ICAAlignment.fit
 # ```
 #
@@ -237,11 +237,13 @@ links = ch04_alignment.order_links(measured, seed=P.seed)
 paper_df = pd.DataFrame(paper.TABLE1).T
 paper_df["ica_efficiency"] = [paper.table1_efficiency(r) for r in paper.TABLE1.values()]
 cols = ["permutation", "ica", "rigid", "linear", "ica_efficiency"]
-shown = pd.concat({"ours": ours[cols], "paper": paper_df.reindex(index=ours.index, columns=cols)}, axis=1)
+paper_rows = paper_df.reindex(index=[ch04_alignment.paper_row(p) for p in ours.index], columns=cols)
+shown = pd.concat({"ours": ours[cols], "paper": paper_rows.set_axis(ours.index)}, axis=1)
 shown = shown.swaplevel(axis=1).reindex(columns=[(c, s) for c in cols for s in ("ours", "paper")])
 shown[("cka", "ours")] = ours["cka"]
 shown[("components", "A / B")] = [f"{a} / {b}" for a, b in zip(ours["components_a"], ours["components_b"])]
-shown.insert(0, ("pair", "paper's row"), [paper.TABLE1_LABELS.get(p, "(not in the paper)") for p in ours.index])
+shown.insert(0, ("pair", "paper's row"), [paper.TABLE1_LABELS.get(ch04_alignment.paper_row(p), "(not in the paper)")
+                                          for p in ours.index])
 shown.index = [LABELS[p] for p in shown.index]
 shown.index.name = "our pair"
 shown.style.format(lambda v: v if isinstance(v, str) else ("" if pd.isna(v) else f"{v:.3f}"))
@@ -273,19 +275,12 @@ plt.show()
 links["text"] = [ch04_alignment.verdict_text(v, e, lo, hi) for v, e, lo, hi in
                  zip(links.verdict, links.estimate, links.low, links.high)]
 ordering = {p: ch04_alignment.ordering_verdict(g.verdict) for p, g in links.groupby("pair", sort=False)}
-paper_pairs = [p for p in ours.index if p in paper.TABLE1]
+paper_pairs = [p for p in ours.index if ch04_alignment.paper_row(p)]
 n_paper = len(paper_pairs)
 glue("n_paper_pairs", n_paper)
 
 
-def names(which):
-    return "; ".join(LABELS[p] for p in which) if which else "none"
-
-
-for word in ("holds", "fails", "inconclusive"):
-    which = [p for p in paper_pairs if ordering[p] == word]
-    glue(f"n_order_{word}", len(which))
-    glue(f"order_{word}_pairs", names(which))
+glue_tally("order", {p: ordering[p] for p in paper_pairs}, label=LABELS.get, sep="; ")
 for (hi, lo), link in ch04_alignment.LINK_NAMES.items():
     sub = links[(links.link == link) & links.pair.isin(paper_pairs)]
     for word in ("holds", "fails", "inconclusive"):
@@ -331,10 +326,8 @@ fig, axes = plt.subplots(1, 3, figsize=(12, 0.5 + 0.55 * len(ours)), sharey=True
 for ax, link in zip(axes, link_names):
     sub = links[links.link == link].set_index("pair").reindex(ours.index)
     y = np.arange(len(sub))
-    ax.errorbar(sub.estimate, y, xerr=[sub.estimate - sub.low, sub.high - sub.estimate], fmt="o",
-                color=sns.color_palette()[0], capsize=3, label="ours, 95% interval")
-    ax.scatter(sub.paper, y, marker="x", color=plotting.PAPER_COLOR, label="paper", zorder=3)
-    ax.axvline(0, color="k", lw=0.8)
+    plotting.plot_intervals(ax, y, sub.estimate, sub.low, sub.high, horizontal=True, paper=sub.paper,
+                            color=sns.color_palette()[0], label="ours, 95% interval")
     ax.set(title=link, xlabel="mean error difference")
     ax.set_yticks(y, [LABELS[p] for p in sub.index])
 axes[0].invert_yaxis()
@@ -344,10 +337,10 @@ plt.show()
 
 # %% [markdown]
 # Over the {glue:text}`n_paper_pairs` pairs that mirror the paper's rows, the whole
-# ordering holds (all three links hold) for {glue:text}`n_order_holds`
-# ({glue:text}`order_holds_pairs`), fails (at least one link reversed beyond its
-# interval) for {glue:text}`n_order_fails` ({glue:text}`order_fails_pairs`) and is
-# inconclusive for {glue:text}`n_order_inconclusive` ({glue:text}`order_inconclusive_pairs`).
+# ordering holds (all three links hold) for {glue:text}`order_holds_n`
+# ({glue:text}`order_holds_names`), fails (at least one link reversed beyond its
+# interval) for {glue:text}`order_fails_n` ({glue:text}`order_fails_names`) and is
+# inconclusive for {glue:text}`order_inconclusive_n` ({glue:text}`order_inconclusive_names`).
 # Link by link:
 #
 # * perm > ICA holds for {glue:text}`link_permutation_holds`, fails for
@@ -373,25 +366,11 @@ ratio = (ours.loc[paper_pairs, "linear"] / ours.loc[paper_pairs, "rigid"]).mean(
 ratio_paper = (paper_df["linear"] / paper_df["rigid"]).mean()
 glue("lin_rigid_ratio", float(ratio))
 glue("lin_rigid_ratio_paper", float(ratio_paper))
-if ratio > 1.05:
-    glue("lin_rigid_words", "Ours is above 1: the general linear map does worse than a rotation on held-out "
-         "rows, i.e. it overfits its fit rows (wide codes, few rows), which the paper's sizes avoid.")
-elif ratio >= 0.9:
-    glue("lin_rigid_words", "Ours is near 1: the extra freedom of a general linear map buys little beyond "
-         "a rotation, which is what the rigid theorem predicts for near-isometric models.")
-else:
-    glue("lin_rigid_words", "Ours is clearly below 1: a general linear map explains more than a rotation "
-         "does, so our pairs are not near-isometric images of each other" +
-         ("; by the same reading, neither are the paper's." if ratio_paper < 0.9 else "."))
-glue("perm_mean", float(ours.loc[paper_pairs, "permutation"].mean()))
-glue("perm_mean_paper", float(paper_df["permutation"].mean()))
-if ours.loc[paper_pairs, "permutation"].mean() < paper_df["permutation"].mean():
-    glue("perm_cmp", "lower than the paper's. Our codes are lower-dimensional than the paper's "
-         "models', which makes matching axes one to one easier")
-else:
-    glue("perm_cmp", "at least as high as the paper's. Our models are tiny and briefly trained on "
-         "small data (see the profile), so two runs share less of their structure than two "
-         "converged large models, and even the best axis matching leaves more behind")
+glue("lin_rigid_words", ch04_alignment.linear_rigid_reading(ratio, ratio_paper))
+perm_mean, perm_mean_paper = ours.loc[paper_pairs, "permutation"].mean(), paper_df["permutation"].mean()
+glue("perm_mean", float(perm_mean))
+glue("perm_mean_paper", float(perm_mean_paper))
+glue("perm_cmp", ch04_alignment.permutation_reading(perm_mean, perm_mean_paper))
 
 # %% [markdown]
 # **ICA efficiency.** On the paper-like pairs ours ranges from {glue:text}`eff_min:.2f` to
@@ -489,9 +468,9 @@ trend = pd.concat(trend, ignore_index=True)
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "ICA efficiency of each paper-like pair against the number of fit rows (nested subsets of the fit split, the same evaluation rows), with 95% bootstrap intervals over evaluation rows (the fitted maps held fixed). Dashed lines, in each pair's colour: the paper's efficiency for the same row of Table 1.", "name": "fig-04-trend"}}
 fig, ax = plt.subplots(figsize=(7.5, 4.2))
 for name, g in trend.groupby("pair", sort=False):
-    ax.errorbar(g.fit_rows, g.ica_efficiency, yerr=[g.ica_efficiency - g.low, g.high - g.ica_efficiency],
-                fmt="o-", capsize=3, color=pal[name], label=LABELS[name])
-    ax.axhline(paper.table1_efficiency(paper.TABLE1[name]), color=pal[name], ls="--", lw=0.8, alpha=0.7)
+    plotting.plot_intervals(ax, g.fit_rows, g.ica_efficiency, g.low, g.high, fmt="o-", color=pal[name],
+                            label=LABELS[name], threshold=None)
+    ax.axhline(paper.table1_efficiency(paper.TABLE1[ch04_alignment.paper_row(name)]), color=pal[name], ls="--", lw=0.8, alpha=0.7)
 ax.axhline(0, color="k", lw=0.8)
 ax.set(xscale="log", xlabel="fit rows", ylabel="ICA efficiency")
 ax.xaxis.set_major_formatter(plt.ScalarFormatter())
@@ -509,18 +488,7 @@ glue("n_trend_falls", len(falls))
 glue("n_trend_flat", len(trend_rows) - len(rises) - len(falls))
 glue("trend_each", "; ".join(f"{LABELS[p]} ({ch04_alignment.verdict_text(v.verdict, v.estimate, v.low, v.high)})"
                              for p, v in trend_rows.items()))
-if len(rises) > len(trend_rows) / 2:
-    words = ("upward: with more fit rows ICA closes more of the permutation-rigid gap. If the trend "
-             "continued, evaluation sets of the paper's size would raise our efficiencies further; "
-             "this chapter does not show that they do")
-elif len(falls) > len(trend_rows) / 2:
-    words = ("downward: with more fit rows ICA closes less of the gap (the permutation and rigid "
-             "maps gain more from the extra rows than ICA does). If the trend continued, larger "
-             "evaluation sets would lower our efficiencies; this chapter does not show that they do")
-else:
-    words = ("nowhere consistently: the change is inconclusive or differs in sign between pairs, so "
-             "these budgets say nothing about how the efficiency would move at the paper's scale")
-glue("trend_words", words)
+glue("trend_words", ch04_alignment.trend_reading([v.verdict for v in trend_rows.values()]))
 
 # %% [markdown]
 # From {glue:text}`trend_fit_min` to {glue:text}`trend_fit_max` fit rows, the efficiency
@@ -559,13 +527,13 @@ glue("trend_words", words)
 # Table 1 compares one layer of each model. Researchers usually ask where, along the depth
 # of two networks, the representations agree: every layer of model A against every layer of
 # model B. {numref}`fig-04-layers` does this for the two tiny language models (the
-# `pythia` pair: seeds 0 and 1, the same held-out text windows), with the same split and the
+# `gpt_neox_seeds` pair: seeds 0 and 1, the same held-out text windows), with the same split and the
 # same rigid family as Table 1, and with linear {term}`CKA` beside it.
 # `nearid.align.compare_layers` computes the matrix; `nearid align --layers A.npz B.npz`
 # does the same for two files holding one array per layer.
 
 # %%
-lm_pair = pairs.get("pythia")
+lm_pair = pairs.get("gpt_neox_seeds")
 if lm_pair is not None and lm_pair.layers_A:
     layer_maps = {metric: align.compare_layers(lm_pair.layers_A, lm_pair.layers_B, metric=metric,
                                                 fit_fraction=P.fit_fraction, seed=P.seed)
@@ -710,8 +678,8 @@ glue("laplace_eff", float(gauss_eff["laplace"]))
 S = resolve("04_alignment", "smoke")
 widths = {}
 for base in (S.clf_feature_dim, 2 * S.clf_feature_dim):
-    kw = ch04_alignment.pair_settings(S | {"clf_base_feature_dim": base}, "chexpert")
-    out = ch04_alignment.embed_pair(pair="chexpert", seed=P.seed, device="cpu", **kw)
+    kw = ch04_alignment.pair_settings(S | {"clf_base_feature_dim": base}, "cnn_widths")
+    out = ch04_alignment.embed_pair(pair="cnn_widths", seed=P.seed, device="cpu", **kw)
     res = align.compare(out["A"], out["B"], seed=P.seed, ica_components=P.ica_components)
     widths[base] = res.errors
 pd.DataFrame(widths).T.rename_axis(f"base width (small = {S.clf_feature_dim})").round(3)
@@ -750,7 +718,7 @@ glue("width_changes", ", ".join(f"{f} {widths[w1][f] - widths[w0][f]:+.3f}" for 
 # ```
 
 # %%
-name = "chexpert" if "chexpert" in pairs else next(iter(pairs))
+name = "cnn_widths" if "cnn_widths" in pairs else next(iter(pairs))
 A, B = pairs[name].A, pairs[name].B
 rng = np.random.default_rng(1)
 d = A.shape[1]

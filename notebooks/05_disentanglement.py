@@ -52,7 +52,7 @@ import nearid
 from nearid import paper
 from nearid.book import plotting, results
 from nearid.book.profiles import resolve
-from nearid.book.results import glue
+from nearid.book.results import glue, glue_tally, glue_verdict
 from nearid.data import procedural
 from nearid.data.procedural import FACTOR_GRIDS, grid_size, traversal
 from nearid.experiments.ch05_disentanglement import (BASELINES, DEFAULT_HYPER, INFOMEC, MODEL_LABELS, MODELS,
@@ -69,7 +69,6 @@ nearid.setup(P.seed)
 device = nearid.pick_device(P.device)
 plotting.use_style()
 DATASET_LABELS = {**procedural.DATASET_LABELS, "aggregated": "aggregated"}
-VERDICT_WORDS = {"holds": "holds", "fails": "fails", "inconclusive": "is inconclusive"}
 
 # %% tags=["remove-input"]
 if P.dry_run:
@@ -309,28 +308,16 @@ vt = pd.DataFrame.from_dict(verdicts, orient="index")
 agg_ours = summary.set_index(["dataset", "model"])
 
 
-def glue_verdict(key: str, claim_id: str) -> None:
-    v = verdicts[claim_id]
-    glue(f"{key}_est", v["estimate"])
-    glue(f"{key}_low", v["low"])
-    glue(f"{key}_high", v["high"])
-    glue(f"{key}_verdict", VERDICT_WORDS[v["verdict"]])
-
-
 for s in INFOMEC:
-    glue_verdict(f"agg_{s}", f"ica_vs_ae_{s}_aggregated")
+    glue_verdict(f"agg_{s}", verdicts[f"ica_vs_ae_{s}_aggregated"], signed=True)
     glue(f"agg_{s}_ae", agg_ours.loc[("aggregated", "ae"), f"{s}_mean"])
     glue(f"agg_{s}_ica", agg_ours.loc[("aggregated", "ae_ica"), f"{s}_mean"])
     glue(f"paper_agg_{s}_ae", paper.TABLE2["ae"]["aggregated"][INFOMEC.index(s)])
     glue(f"paper_agg_{s}_ica", paper.TABLE2["ae_ica"]["aggregated"][INFOMEC.index(s)])
-    per_ds = [verdicts[f"ica_vs_ae_{s}_{ds}"]["verdict"] for ds in P.datasets]
-    for word in ("holds", "fails", "inconclusive"):
-        names = [DATASET_LABELS[ds] for ds, w in zip(P.datasets, per_ds) if w == word]
-        glue(f"{s}_{word}_n", len(names))
-        glue(f"{s}_{word}_names", ", ".join(names) if names else "none")
-for b in BASELINES:
-    for s in ("infom", "infoe"):
-        glue_verdict(f"{b}_{s}", f"ica_vs_{b}_{s}_aggregated")
+    glue_tally(s, {ds: verdicts[f"ica_vs_ae_{s}_{ds}"] for ds in P.datasets}, label=DATASET_LABELS.get)
+glue_tally("vs_baselines", {f"{MODEL_LABELS[b]} in {SCORE_LABELS[s]}": verdicts[f"ica_vs_{b}_{s}_aggregated"]
+                            for b in BASELINES for s in ("infom", "infoe")})
+glue("n_vs_baselines", 2 * len(BASELINES))
 glue("n_datasets", len(P.datasets))
 
 # %% [markdown]
@@ -341,9 +328,9 @@ glue("n_datasets", len(P.datasets))
 # the datasets, InfoM goes from {glue:text}`agg_infom_ae:.2f` (AE) to
 # {glue:text}`agg_infom_ica:.2f` (AE + ICA); the paper's numbers are
 # {glue:text}`paper_agg_infom_ae:.2f` and {glue:text}`paper_agg_infom_ica:.2f`. The paired
-# difference is {glue:text}`agg_infom_est:+.3f` (95% interval {glue:text}`agg_infom_low:+.3f`
-# to {glue:text}`agg_infom_high:+.3f`): the claim that ICA raises InfoM
-# {glue:text}`agg_infom_verdict`. Per dataset it holds on {glue:text}`infom_holds_n`
+# difference is {glue:text}`agg_infom_estimate` (95% interval {glue:text}`agg_infom_low`
+# to {glue:text}`agg_infom_high`): the claim that ICA raises InfoM
+# {glue:text}`agg_infom_reads`. Per dataset it holds on {glue:text}`infom_holds_n`
 # ({glue:text}`infom_holds_names`), fails on {glue:text}`infom_fails_n`
 # ({glue:text}`infom_fails_names`) and is inconclusive on {glue:text}`infom_inconclusive_n`
 # ({glue:text}`infom_inconclusive_names`) of the {glue:text}`n_datasets` datasets (the paper:
@@ -351,25 +338,19 @@ glue("n_datasets", len(P.datasets))
 #
 # InfoE moves from {glue:text}`agg_infoe_ae:.2f` to {glue:text}`agg_infoe_ica:.2f` (paper
 # {glue:text}`paper_agg_infoe_ae:.2f` → {glue:text}`paper_agg_infoe_ica:.2f`), a paired
-# difference of {glue:text}`agg_infoe_est:+.3f` ({glue:text}`agg_infoe_low:+.3f` to
-# {glue:text}`agg_infoe_high:+.3f`), so the claim that ICA raises InfoE
-# {glue:text}`agg_infoe_verdict`. InfoC moves from {glue:text}`agg_infoc_ae:.2f` to
+# difference of {glue:text}`agg_infoe_estimate` ({glue:text}`agg_infoe_low` to
+# {glue:text}`agg_infoe_high`), so the claim that ICA raises InfoE
+# {glue:text}`agg_infoe_reads`. InfoC moves from {glue:text}`agg_infoc_ae:.2f` to
 # {glue:text}`agg_infoc_ica:.2f` (paper {glue:text}`paper_agg_infoc_ae:.2f` →
-# {glue:text}`paper_agg_infoc_ica:.2f`; difference {glue:text}`agg_infoc_est:+.3f`,
-# {glue:text}`agg_infoc_low:+.3f` to {glue:text}`agg_infoc_high:+.3f`): the claim
-# {glue:text}`agg_infoc_verdict`.
+# {glue:text}`paper_agg_infoc_ica:.2f`; difference {glue:text}`agg_infoc_estimate`,
+# {glue:text}`agg_infoc_low` to {glue:text}`agg_infoc_high`): the claim
+# {glue:text}`agg_infoc_reads`.
 #
-# **Against the methods built to disentangle** (aggregated, paired by seed). For InfoM, the
-# claim that AE + ICA is above β-VAE {glue:text}`beta_vae_infom_verdict` (difference
-# {glue:text}`beta_vae_infom_est:+.3f`, {glue:text}`beta_vae_infom_low:+.3f` to
-# {glue:text}`beta_vae_infom_high:+.3f`), above β-TCVAE {glue:text}`beta_tcvae_infom_verdict`
-# ({glue:text}`beta_tcvae_infom_est:+.3f`, {glue:text}`beta_tcvae_infom_low:+.3f` to
-# {glue:text}`beta_tcvae_infom_high:+.3f`) and above BioAE {glue:text}`bioae_infom_verdict`
-# ({glue:text}`bioae_infom_est:+.3f`, {glue:text}`bioae_infom_low:+.3f` to
-# {glue:text}`bioae_infom_high:+.3f`). For InfoE, the claim that AE + ICA is above β-VAE
-# {glue:text}`beta_vae_infoe_verdict` ({glue:text}`beta_vae_infoe_est:+.3f`), above β-TCVAE
-# {glue:text}`beta_tcvae_infoe_verdict` ({glue:text}`beta_tcvae_infoe_est:+.3f`) and above
-# BioAE {glue:text}`bioae_infoe_verdict` ({glue:text}`bioae_infoe_est:+.3f`); the table below
+# **Against the methods built to disentangle** (aggregated, paired by seed): of the
+# {glue:text}`n_vs_baselines` claims "AE + ICA is above the baseline", {glue:text}`vs_baselines_holds_n`
+# hold ({glue:text}`vs_baselines_holds_names`), {glue:text}`vs_baselines_fails_n` fail
+# ({glue:text}`vs_baselines_fails_names`) and {glue:text}`vs_baselines_inconclusive_n` are
+# inconclusive ({glue:text}`vs_baselines_inconclusive_names`); the table below
 # has every interval. The paper's baseline numbers are quoted from Hsu et al., trained with
 # other architectures and budgets; ours share AE + ICA's architecture and budget.
 
@@ -380,19 +361,12 @@ show = show[["claim", "estimate", "interval", "verdict", "paper"]].rename(
 show.style.format({"ours (mean difference)": "{:+.3f}", "paper (difference)": "{:+.2f}"}, na_rep="–").hide(axis="index")
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "AE + ICA minus AE, per dataset and aggregated: the mean over seeds of the paired difference with its 95% t interval (bars; green: holds, red: fails, grey: inconclusive). Grey crosses: the paper's difference for the same cell of Table 2.", "name": "fig-05-verdicts"}}
-colours = {"holds": "tab:green", "fails": "tab:red", "inconclusive": "0.5"}
 places = [*P.datasets, "aggregated"]
 fig, axes = plt.subplots(1, 3, figsize=(11, 2.8), sharey=True)
 for ax, s in zip(axes, INFOMEC):
-    for y, ds in enumerate(places):
-        v = verdicts[f"ica_vs_ae_{s}_{ds}"]
-        lo = v["low"] if np.isfinite(v["low"]) else v["estimate"]
-        hi = v["high"] if np.isfinite(v["high"]) else v["estimate"]
-        ax.plot([lo, hi], [y, y], color=colours[v["verdict"]], lw=3, solid_capstyle="butt")
-        ax.plot(v["estimate"], y, "o", color=colours[v["verdict"]])
-        if v["paper"] is not None:
-            ax.plot(v["paper"], y, "x", color=plotting.PAPER_COLOR, ms=8)
-    ax.axvline(0, color="k", lw=0.8)
+    vs = pd.DataFrame([verdicts[f"ica_vs_ae_{s}_{ds}"] for ds in places])
+    plotting.plot_intervals(ax, range(len(places)), vs.estimate, vs.low, vs.high, horizontal=True,
+                            paper=vs.paper, verdicts=vs.verdict)
     ax.set(title=f"{SCORE_LABELS[s]}: AE + ICA − AE", yticks=range(len(places)))
     ax.set_yticklabels([DATASET_LABELS[d] for d in places])
 axes[0].invert_yaxis()
@@ -407,12 +381,12 @@ if has_all:
     glue("agg_infom_all", agg_ours.loc[("aggregated", "ae_ica_all"), "infom_mean"])
     all_v = paired_differences(bench.scores, "ae_ica_all", "ae", "infom", list(P.datasets))["aggregated"]
     v_all = paired_difference(all_v.to_numpy(), method="t")
-    glue("all_infom_est", v_all.estimate)
-    glue("all_infom_low", v_all.low)
-    glue("all_infom_high", v_all.high)
+    glue_verdict("all_infom", v_all, signed=True)
 else:
-    for k in ("infoe_all_gap", "agg_infoe_all", "agg_infom_all", "all_infom_est", "all_infom_low", "all_infom_high"):
+    for k in ("infoe_all_gap", "agg_infoe_all", "agg_infom_all"):
         glue(k, float("nan"))
+    for k in ("all_infom_estimate", "all_infom_low", "all_infom_high"):
+        glue(k, "n/a")
 ds_heat = P.heatmap_dataset if P.heatmap_dataset in P.datasets else P.datasets[0]
 ica_k = [v["components"] for v in bench.ica_components.values()]
 glue("ica_not_converged", sum(not v for v in bench.ica_converged.values()))
@@ -438,8 +412,8 @@ glue("infoe_fits", bench.infoe_fits)
 # {glue:text}`agg_infoe_ae:.3f` for the AE and {glue:text}`agg_infoe_ica:.3f` for AE + ICA;
 # the ICA rotation itself only moves information between axes. Keeping all $2K$ components
 # preserves InfoE ({glue:text}`agg_infoe_all:.3f`) but gives InfoM
-# {glue:text}`agg_infom_all:.3f` (paired difference to the AE {glue:text}`all_infom_est:+.3f`,
-# {glue:text}`all_infom_low:+.3f` to {glue:text}`all_infom_high:+.3f`): whitening scales the
+# {glue:text}`agg_infom_all:.3f` (paired difference to the AE {glue:text}`all_infom_estimate`,
+# {glue:text}`all_infom_low` to {glue:text}`all_infom_high`): whitening scales the
 # directions that carry almost no variance up to unit variance, and they come back as extra,
 # noisy "components".
 #
@@ -475,17 +449,12 @@ tr = trend.set_index(["score", "epochs"])
 lo_e, hi_e = min(trend_budgets), max(trend_budgets)
 for s in ("infom", "infoe"):
     for tag, e in (("first", lo_e), ("last", hi_e), ("head", P.epochs)):
-        glue(f"trend_{s}_{tag}_est", tr.loc[(s, e), "difference"])
-        glue(f"trend_{s}_{tag}_low", tr.loc[(s, e), "low"])
-        glue(f"trend_{s}_{tag}_high", tr.loc[(s, e), "high"])
-        glue(f"trend_{s}_{tag}_verdict", VERDICT_WORDS[tr.loc[(s, e), "verdict"]])
+        row = tr.loc[(s, e)]
+        glue_verdict(f"trend_{s}_{tag}", dict(row, estimate=row["difference"]), signed=True)
         glue(f"trend_{s}_{tag}_ae", tr.loc[(s, e), "ae"])
         glue(f"trend_{s}_{tag}_ica", tr.loc[(s, e), "ae_ica"])
     ch = trend_change(bench.trend, list(P.datasets), s)
-    glue(f"trend_{s}_change_est", ch.estimate)
-    glue(f"trend_{s}_change_low", ch.low)
-    glue(f"trend_{s}_change_high", ch.high)
-    glue(f"trend_{s}_change_verdict", VERDICT_WORDS[ch.verdict])
+    glue_verdict(f"trend_{s}_change", ch, signed=True)
     way = "up" if ch.estimate > 0 else "down"
     glue(f"trend_{s}_direction", {
         "holds": "grows", "fails": "shrinks",
@@ -518,18 +487,18 @@ glue("full_n_train", f"{full_P.n_train:,}")
 # {glue:text}`trend_last` epochs ({glue:text}`trend_last_steps` steps).
 #
 # After {glue:text}`trend_first` epochs AE + ICA minus AE in aggregated InfoM is
-# {glue:text}`trend_infom_first_est:+.3f` ({glue:text}`trend_infom_first_low:+.3f` to
-# {glue:text}`trend_infom_first_high:+.3f`); after {glue:text}`trend_last` epochs it is
-# {glue:text}`trend_infom_last_est:+.3f` ({glue:text}`trend_infom_last_low:+.3f` to
-# {glue:text}`trend_infom_last_high:+.3f`), where the claim that ICA raises InfoM
-# {glue:text}`trend_infom_last_verdict`. Paired by seed, the gain changes by
-# {glue:text}`trend_infom_change_est:+.3f` ({glue:text}`trend_infom_change_low:+.3f` to
-# {glue:text}`trend_infom_change_high:+.3f`) between the two budgets: with training, the InfoM
+# {glue:text}`trend_infom_first_estimate` ({glue:text}`trend_infom_first_low` to
+# {glue:text}`trend_infom_first_high`); after {glue:text}`trend_last` epochs it is
+# {glue:text}`trend_infom_last_estimate` ({glue:text}`trend_infom_last_low` to
+# {glue:text}`trend_infom_last_high`), where the claim that ICA raises InfoM
+# {glue:text}`trend_infom_last_reads`. Paired by seed, the gain changes by
+# {glue:text}`trend_infom_change_estimate` ({glue:text}`trend_infom_change_low` to
+# {glue:text}`trend_infom_change_high`) between the two budgets: with training, the InfoM
 # gain {glue:text}`trend_infom_direction`. For InfoE the difference goes from
-# {glue:text}`trend_infoe_first_est:+.3f` to {glue:text}`trend_infoe_last_est:+.3f`
-# ({glue:text}`trend_infoe_last_low:+.3f` to {glue:text}`trend_infoe_last_high:+.3f` at the
-# largest budget; change {glue:text}`trend_infoe_change_est:+.3f`,
-# {glue:text}`trend_infoe_change_low:+.3f` to {glue:text}`trend_infoe_change_high:+.3f`), so
+# {glue:text}`trend_infoe_first_estimate` to {glue:text}`trend_infoe_last_estimate`
+# ({glue:text}`trend_infoe_last_low` to {glue:text}`trend_infoe_last_high` at the
+# largest budget; change {glue:text}`trend_infoe_change_estimate`,
+# {glue:text}`trend_infoe_change_low` to {glue:text}`trend_infoe_change_high`), so
 # the InfoE gain {glue:text}`trend_infoe_direction`; the AE's own InfoE goes from
 # {glue:text}`trend_infoe_first_ae:.3f` to {glue:text}`trend_infoe_last_ae:.3f`.
 #
@@ -550,11 +519,7 @@ for j, s in enumerate(("infom", "infoe")):
     ax.set(ylabel=SCORE_LABELS[s], title=f"{SCORE_LABELS[s]}, aggregated")
     ax.legend(fontsize=8)
     ax = axes[1, j]
-    lo = np.where(np.isfinite(t["low"]), t["low"], t["difference"])
-    hi = np.where(np.isfinite(t["high"]), t["high"], t["difference"])
-    ax.errorbar(t["steps"], t["difference"], yerr=[t["difference"] - lo, hi - t["difference"]],
-                fmt="o-", capsize=4, color="k")
-    ax.axhline(0, color="0.5", lw=0.8)
+    plotting.plot_intervals(ax, t["steps"], t["difference"], t["low"], t["high"], fmt="o-", capsize=4, color="k")
     ax.set(xscale="log", xlabel="optimiser steps (epochs)", ylabel=f"Δ{SCORE_LABELS[s]}, AE + ICA − AE")
     ax.set_xticks(t["steps"], [f"{st} ({e})" for st, e in zip(t["steps"], t["epochs"])])
     ax.minorticks_off()

@@ -423,10 +423,8 @@ ax = axes[1, 1]
 for j, cid in enumerate(("auroc_ica_gt_pca", "auroc_ica_gt_rand")):
     s = intervals[intervals.claim == cid]
     x = s.n_components * (1 + 0.04 * (2 * j - 1))
-    ax.errorbar(x, s.estimate, yerr=[s.estimate - s.low, s.high - s.estimate], fmt="o", capsize=3,
-                color=palette["pca"] if j == 0 else palette["pca_rand"],
-                label="AUROC: PCA + ICA - PCA" if j == 0 else "AUROC: PCA + ICA - PCA + Rand")
-ax.axhline(0, color="0.3", lw=0.8)
+    plotting.plot_intervals(ax, x, s.estimate, s.low, s.high, color=palette["pca"] if j == 0 else palette["pca_rand"],
+                            label="AUROC: PCA + ICA - PCA" if j == 0 else "AUROC: PCA + ICA - PCA + Rand")
 ax.set_ylabel("paired difference (95% interval)")
 for ax in axes.ravel():
     ax.set_xscale("log", base=2)
@@ -582,8 +580,8 @@ fig, ax = plt.subplots(figsize=(8.5, 4.2))
 if len(trend):
     for j, (cid, sub) in enumerate(trend.groupby("claim", sort=False)):
         x = sub.epochs * (1 + 0.025 * (j - 3))
-        ax.errorbar(x, sub.estimate, yerr=[sub.estimate - sub.low, sub.high - sub.estimate], fmt="o-",
-                    capsize=3, label=short_names[cid])
+        plotting.plot_intervals(ax, x, sub.estimate, sub.low, sub.high, fmt="o-", label=short_names[cid],
+                                color=f"C{j}", threshold=None)
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(trend.epochs.unique()), [str(e) for e in sorted(trend.epochs.unique())])
     ax.minorticks_off()

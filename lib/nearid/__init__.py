@@ -14,7 +14,7 @@ from nearid import kernels as _kernels
 
 _kernels.apply()
 
-from nearid.book.env import pick_device, setup  # noqa: E402  (after the kernels are pinned)
+from nearid.env import pick_device, setup  # noqa: E402  (after the kernels are pinned)
 
 __version__ = "0.1.0"
 __all__ = ["pick_device", "setup", "__version__"]

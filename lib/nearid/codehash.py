@@ -10,17 +10,42 @@ included, because importing a submodule runs them. Only ``.py`` files count: a s
 
 Modules loaded by name at run time (``importlib.import_module``) are invisible here; the
 caller adds them as extra roots (the runner does so for a chapter's parameter module).
+
+The other code a result depends on is the installed packages: :func:`package_versions`.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.metadata
+import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 PACKAGE = "nearid"
 PACKAGE_DIR = Path(__file__).resolve().parent
+_VERSIONS: dict[tuple, list[str]] = {}
+
+
+def package_versions() -> list[str]:
+    """Every installed distribution as "name==version", sorted: what the runner's chapter keys
+    and :mod:`nearid.tasks`' task keys record of the packages. Reading them takes about half a
+    second, so the list is kept per state of the folders on ``sys.path`` (installing or
+    removing a package changes its folder's modification time)."""
+    state = []
+    for entry in sys.path:
+        try:
+            state.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:
+            continue
+    state = tuple(state)
+    if state not in _VERSIONS:
+        _VERSIONS.clear()
+        _VERSIONS[state] = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
+                                  if d.metadata["Name"])
+    return list(_VERSIONS[state])
 
 
 def module_file(module: str, package_dir: Path = PACKAGE_DIR) -> Path | None:

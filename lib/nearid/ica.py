@@ -45,15 +45,22 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_array, check_is_fitted
 
+from nearid.constraints import POSITIVE_INT, ComponentRule, Interval, OrNone, check_params, validate_params
+
 DEFAULT_COMPONENTS = 0.95  # share of the fit rows' variance the kept components hold
 ROWS_PER_COMPONENT = 10  # FastICA needs samples: at most one component per this many rows
 LOW_VARIANCE = 0.5  # warn when the kept components hold less than this share
+# What the whitening arguments accept (here, in nearid.align.compare and the chapter profiles):
+COMPONENTS = OrNone(ComponentRule())  # the rule of choose_components; None = "all"
+MAX_COMPONENTS = OrNone(POSITIVE_INT)  # a cap on the components; None = no cap
+MAX_ROWS = OrNone(Interval(int, 3))  # FastICA's subsample; None = every row
 
 
 class LowVarianceWarning(UserWarning):
     """The whitened components hold less than half of the data's variance."""
 
 
+@validate_params(rule=COMPONENTS, max_components=MAX_COMPONENTS)
 def choose_components(variances, n_rows: int, rule: float | int | str | None = DEFAULT_COMPONENTS,
                       rows_per_component: int | None = ROWS_PER_COMPONENT,
                       max_components: int | None = None) -> int:
@@ -71,29 +78,16 @@ def choose_components(variances, n_rows: int, rule: float | int | str | None = D
         raise ValueError("no direction with non-zero variance: nothing to whiten")
     if rule is None or rule == "all":
         k = rank
-    elif isinstance(rule, numbers.Integral) and not isinstance(rule, bool):
-        if rule < 1:
-            raise ValueError(f"n_components must be >= 1, got {rule}")
+    elif isinstance(rule, numbers.Integral):
         k = min(int(rule), rank)
-    elif isinstance(rule, numbers.Real) and not isinstance(rule, bool):
-        if not 0 < rule <= 1:
-            raise ValueError(f"a variance share must lie in (0, 1], got {rule}")
+    else:  # a share of the variance (COMPONENTS)
         share = np.cumsum(variances) / variances.sum()
         k = int(np.searchsorted(share, rule - 1e-12) + 1)
-    else:
-        raise ValueError(f"n_components must be a share in (0, 1], an int >= 1 or 'all', got {rule!r}")
     if rows_per_component:
         k = min(k, n_rows // rows_per_component)
     if max_components is not None:
-        k = min(k, _check_max_components(max_components))
+        k = min(k, int(max_components))
     return max(1, min(k, rank))
-
-
-def _check_max_components(max_components) -> int:
-    if (not isinstance(max_components, numbers.Integral) or isinstance(max_components, bool)
-            or max_components < 1):
-        raise ValueError(f"max_components must be an int >= 1 or None, got {max_components!r}")
-    return int(max_components)
 
 
 def _degenerate_columns(X: np.ndarray, rtol: float) -> tuple[np.ndarray, dict[int, int]]:
@@ -113,12 +107,11 @@ def _degenerate_columns(X: np.ndarray, rtol: float) -> tuple[np.ndarray, dict[in
     return keep, duplicates
 
 
+@validate_params(max_rows=MAX_ROWS)
 def ica_rows(n_rows: int, max_rows: int | None, random_state: int | None) -> np.ndarray | None:
     """Sorted positions of the seeded subsample FastICA is fitted on (None = every row)."""
     if max_rows is None or n_rows <= max_rows:
         return None
-    if max_rows < 3:
-        raise ValueError(f"max_rows must be >= 3, got {max_rows}")
     return np.sort(np.random.default_rng(random_state).choice(n_rows, max_rows, replace=False))
 
 
@@ -192,7 +185,10 @@ class Whitener(TransformerMixin, BaseEstimator):
         self.max_rows = max_rows
         self.max_components = max_components
 
+    _constraints = dict(n_components=COMPONENTS, max_rows=MAX_ROWS, max_components=MAX_COMPONENTS)
+
     def fit(self, X, y=None) -> "Whitener":
+        check_params(self)
         X = check_array(X, dtype=np.float64, ensure_min_samples=3)
         n, d = X.shape
         mean = X.mean(0)
@@ -222,6 +218,7 @@ class Whitener(TransformerMixin, BaseEstimator):
         ``params`` are the constructor's.
         """
         self = cls(**params)
+        check_params(self)
         mean = np.asarray(mean, dtype=np.float64)
         cov = np.asarray(covariance, dtype=np.float64)
         d = mean.shape[0]
@@ -326,7 +323,10 @@ class WhitenedICA(TransformerMixin, BaseEstimator):
         self.max_rows = max_rows
         self.max_components = max_components
 
+    _constraints = Whitener._constraints
+
     def fit(self, X, y=None) -> "WhitenedICA":
+        check_params(self)
         X = check_array(X, dtype=np.float64, ensure_min_samples=3)
         whitener = Whitener(self.n_components, self.rows_per_component, max_rows=self.max_rows,
                             max_components=self.max_components).fit(X)

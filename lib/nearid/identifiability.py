@@ -24,9 +24,9 @@ from nearid.align import (
     check_pair,
     compare,
     latent_diameter,
-    mean_corr_coef,
 )
 from nearid.ica import WhitenedICA
+from nearid.metrics.recovery import mean_corr_coef
 
 
 def statistical_comparisons(codes: list[np.ndarray], *, families=FAMILIES, fit_fraction: float = 0.5,

@@ -50,6 +50,10 @@ import sys
 from collections.abc import MutableMapping
 
 NATIVE_ENV = "NEARID_NATIVE_KERNELS"
+THREADS_ENV = "NEARID_NUM_THREADS"  # torch threads of a chapter's kernel or a task worker
+# Every thread count the book pins (torch reads NEARID_NUM_THREADS through nearid.setup):
+# the runner sets them for a chapter's kernel, nearid.tasks for a worker.
+THREAD_VARS = (THREADS_ENV, "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 PORTABLE_SETTINGS: dict[str, str] = {
     "ATEN_CPU_CAPABILITY": "avx2",
     "ONEDNN_MAX_CPU_ISA": "AVX2",

@@ -35,7 +35,10 @@ import numpy as np
 import torch
 from torch.func import jacfwd, jacrev, vmap
 
+from nearid.constraints import POSITIVE_INT, Options, validate_params
+
 NORMALISATIONS = ("model", "local")
+NORMALISATION = Options(NORMALISATIONS, noun="normalisation")
 
 
 def _as_codes(Z) -> torch.Tensor:
@@ -47,6 +50,7 @@ def _as_codes(Z) -> torch.Tensor:
     return Z
 
 
+@validate_params(batch_size=POSITIVE_INT)
 def decoder_jacobian(decoder, Z, batch_size: int = 512, device: str | torch.device = "cpu") -> torch.Tensor:
     """Jacobians of ``decoder`` at each row of ``Z``: a tensor of shape (n, out_dim, latent_dim).
 
@@ -54,8 +58,6 @@ def decoder_jacobian(decoder, Z, batch_size: int = 512, device: str | torch.devi
     torch ``nn.Linear``-based modules do. Forward mode costs d passes per sample, reverse mode
     out_dim passes, so we pick forward mode when d <= out_dim.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     Z = _as_codes(Z).to(device)
     d = Z.shape[1]
 
@@ -83,6 +85,7 @@ def jacobian_singular_values(decoder, Z, batch_size: int = 512,
     return torch.linalg.svdvals(J.double()).cpu().numpy()
 
 
+@validate_params(normalisation=NORMALISATION)
 def bilipschitz_from_singular_values(S, normalisation: str = "model") -> tuple[np.ndarray, float]:
     """B(z) = 1 + L(z) per row of Jacobian singular values ``S`` (n, k); returns (B, scale c).
 
@@ -90,8 +93,6 @@ def bilipschitz_from_singular_values(S, normalisation: str = "model") -> tuple[n
     "local": each row its own scale (c is then NaN). A zero smallest singular value (a
     collapsed direction) gives B = inf at that row: the decoder is not injective there.
     """
-    if normalisation not in NORMALISATIONS:
-        raise ValueError(f"unknown normalisation {normalisation!r}; valid: {', '.join(NORMALISATIONS)}")
     S = np.asarray(S, dtype=np.float64)
     if S.ndim != 2 or S.shape[0] < 1 or S.shape[1] < 1:
         raise ValueError(f"singular values must be a 2-D array (samples x k), got shape {S.shape}")

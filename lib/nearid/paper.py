@@ -24,12 +24,20 @@ TABLE1: dict[str, dict[str, float]] = {
     "chexpert": {"permutation": 0.218, "rigid": 0.104, "linear": 0.048, "ica": 0.175},
     "resnet18": {"permutation": 0.382, "rigid": 0.206, "linear": 0.175, "ica": 0.312},
 }
-# The paper's names of its Table 1 rows (what we train for each row: ch04_alignment.PAIR_LABELS).
+# The paper's names of its Table 1 rows (what we train for each row: ch04_alignment.PAIRS).
 TABLE1_LABELS = {
     "pythia": "Pythia-160M-0 -> Pythia-160M-1",
     "mae": "MAE-timm -> MAE-original",
     "chexpert": "CheXpert-small -> CheXpert-base",
     "resnet18": "ResNet-18-fc-1 -> ResNet-18-fc-2",
+}
+# The row of Table 1 each of chapter 04's pairs stands for: our pair (named for the models it
+# trains or loads, nearid.experiments.ch04_alignment.PAIRS) -> the paper's row (the keys above).
+TABLE1_STAND_INS = {
+    "gpt_neox_seeds": "pythia",
+    "mae_timm_vs_ours": "mae",
+    "cnn_widths": "chexpert",
+    "resnet18_seeds": "resnet18",
 }
 # The ICA efficiencies printed in Table 1, in percent (rounded by the paper).
 TABLE1_ICA_EFFICIENCY_PERCENT = {"pythia": 25, "mae": 59, "chexpert": 38, "resnet18": 40}

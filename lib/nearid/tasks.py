@@ -70,14 +70,17 @@ from pathlib import Path
 from typing import Any
 
 from nearid import codehash, kernels, safeformat
+from nearid.constraints import Options
 
 EXECUTORS = ("inprocess", "processes", "dask")
+# What run_tasks' executor (and a chapter's `executor` parameter) accepts; "auto" (or None):
+# $NEARID_EXECUTOR, which must name one of EXECUTORS, else inprocess.
+EXECUTOR = Options(("auto", *EXECUTORS))
 ENV_EXECUTOR, ENV_SCHEDULER, ENV_WORKERS = "NEARID_EXECUTOR", "NEARID_SCHEDULER", "NEARID_WORKERS"
 ENV_CACHE, ENV_FORCE = "NEARID_TASK_CACHE", "NEARID_FORCE"
 GPU_RESOURCE = "GPU"  # the Dask worker resource a gpu=True task asks one of
 LOCAL_SCHEDULER = "local"  # scheduler="local": a LocalCluster started for one run_tasks call
 WORKER_THREADS = 1  # torch and BLAS threads per worker process
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NEARID_NUM_THREADS")
 # Packages whose version a worker must share with the caller (their results are cached under
 # the caller's versions); the Python version is checked too.
 CHECKED_PACKAGES = ("numpy", "scipy", "pandas", "scikit-learn", "torch")
@@ -136,26 +139,9 @@ class Task:
         return self.fn(**self.kwargs)
 
 
-_VERSIONS: dict[tuple, str] = {}
-
-
 def _versions() -> str:
-    """Every installed distribution and the Python version. Reading them takes about half a
-    second, so the text is kept per state of the folders on ``sys.path`` (installing or
-    removing a package changes its folder's modification time)."""
-    state = []
-    for entry in sys.path:
-        try:
-            state.append((entry, os.stat(entry or ".").st_mtime_ns))
-        except OSError:
-            continue
-    state = tuple(state)
-    if state not in _VERSIONS:
-        _VERSIONS.clear()
-        _VERSIONS[state] = "\n".join(sorted(f"{d.metadata['Name']}=={d.version}"
-                                            for d in importlib.metadata.distributions()
-                                            if d.metadata["Name"])) + "\n" + platform.python_version()
-    return _VERSIONS[state]
+    """Every installed distribution (:func:`nearid.codehash.package_versions`) and the Python version."""
+    return "\n".join(codehash.package_versions()) + "\n" + platform.python_version()
 
 
 def code_digest(module_name: str) -> str:
@@ -393,7 +379,7 @@ _MALLOC_FIXED = False
 def prepare_worker(setup: WorkerSetup = WorkerSetup()) -> None:
     """Apply ``setup`` in this (worker) process; cheap, and safe to call before every task."""
     undo_fixed_malloc_thresholds()
-    for var in THREAD_VARS:
+    for var in kernels.THREAD_VARS:
         os.environ[var] = str(setup.threads)
     torch = sys.modules.get("torch")
     if torch is None and setup.deterministic is not None:
@@ -647,10 +633,10 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
     for t in tasks:
         if not isinstance(t, Task):
             raise TypeError(f"run_tasks takes nearid.tasks.Task objects, got {type(t).__name__}")
+    EXECUTOR.check("executor", executor or "auto")
     if executor in (None, "", "auto"):
         executor = os.environ.get(ENV_EXECUTOR) or "inprocess"
-    if executor not in EXECUTORS:
-        raise ValueError(f"executor must be one of auto, {', '.join(EXECUTORS)}, got {executor!r}")
+        Options(EXECUTORS).check(f"${ENV_EXECUTOR}", executor)
     scheduler = scheduler or os.environ.get(ENV_SCHEDULER) or None
     if not workers:
         try:

@@ -16,6 +16,15 @@ import torch
 from torch import nn
 
 from nearid import kernels
+from nearid.constraints import POSITIVE_INT, Interval, OrNone, Text, validate_params
+
+
+def _device_name(name: str) -> None:
+    if name not in ("auto", "cpu", "cuda") and not name.startswith("cuda:"):
+        raise ValueError(name)
+
+
+DEVICE_NAME = Text(_device_name, what="'auto', 'cpu', 'cuda' or 'cuda:N' (or a torch.device)")
 
 
 @dataclass
@@ -37,8 +46,7 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     kernels.configure_torch()
     if isinstance(device, torch.device):
         return device
-    if device not in ("auto", "cpu", "cuda") and not str(device).startswith("cuda:"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    DEVICE_NAME.check("device", device)
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"device={device!r} was asked for but torch sees no CUDA device")
     if device == "auto":
@@ -52,6 +60,7 @@ def _as_tensor(X) -> torch.Tensor:
     return torch.as_tensor(np.asarray(X), dtype=torch.float32)
 
 
+@validate_params(epochs=Interval(int, 0), batch_size=POSITIVE_INT, max_steps=OrNone(POSITIVE_INT))
 def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 1e-3,
         weight_decay: float = 0.0, seed: int = 0, device: str | torch.device = "cpu",
         y=None, progress: bool = False, grad_clip: float | None = None,
@@ -66,10 +75,6 @@ def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 
     learning rate, the snapshot after e epochs is the model a run of e epochs would give).
     """
     kernels.configure_torch()  # portable CPU convolutions (nearid.kernels)
-    if epochs < 0 or batch_size < 1:
-        raise ValueError(f"need epochs >= 0 and batch_size >= 1, got {epochs}, {batch_size}")
-    if max_steps is not None and max_steps < 1:
-        raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
     device = torch.device(device)
     X = _as_tensor(X)
     Y = None if y is None else torch.as_tensor(np.asarray(y))

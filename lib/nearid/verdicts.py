@@ -20,11 +20,13 @@ Intervals:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import stats
+
+from nearid.constraints import Options, validate_params
 
 VERDICTS = ("holds", "fails", "inconclusive")
 CONFIDENCE = 0.95
@@ -62,6 +64,7 @@ def decide(low: float, high: float, threshold: float = 0.0) -> str:
     return "inconclusive"
 
 
+@validate_params(method=Options(("bootstrap", "t")))
 def mean_interval(values, *, method: str = "bootstrap", confidence: float = CONFIDENCE,
                   n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, float]:
     """(mean, low, high) of ``values`` with a ``confidence`` interval by ``method``."""
@@ -76,12 +79,10 @@ def mean_interval(values, *, method: str = "bootstrap", confidence: float = CONF
     if method == "t":
         half = stats.t.ppf(1 - alpha / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
         return est, est - half, est + half
-    if method == "bootstrap":
-        rng = np.random.default_rng(seed)
-        means = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(1)
-        low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-        return est, float(low), float(high)
-    raise ValueError(f"method must be 'bootstrap' or 't', got {method!r}")
+    rng = np.random.default_rng(seed)  # "bootstrap"
+    means = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(1)
+    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+    return est, float(low), float(high)
 
 
 def paired_difference(a, b=None, *, threshold: float = 0.0, method: str = "bootstrap",
@@ -126,3 +127,19 @@ def claim(verdict: Verdict, text: str, *, section: str, paper: float | str | Non
     """
     return {"claim": text, **verdict.to_dict(), "paper": paper, "section": section,
             "ours_label": ours_label}
+
+
+def verdict_of(v: Verdict | Mapping) -> str:
+    """The word of a :class:`Verdict`, a claim record (dict) or a table row alike."""
+    return v.verdict if isinstance(v, Verdict) else str(v["verdict"])
+
+
+def tally(decided: Mapping[str, Verdict | Mapping | str]) -> dict[str, list[str]]:
+    """Names grouped by verdict, in :data:`VERDICTS` order and each group in the given order:
+    ``{"holds": [...], "fails": [...], "inconclusive": [...]}``. Values are verdicts, claim
+    records or bare words."""
+    words = {name: v if isinstance(v, str) else verdict_of(v) for name, v in decided.items()}
+    unknown = sorted(set(words.values()) - set(VERDICTS))
+    if unknown:
+        raise ValueError(f"unknown verdicts {unknown}; valid: {', '.join(VERDICTS)}")
+    return {word: [n for n, w in words.items() if w == word] for word in VERDICTS}

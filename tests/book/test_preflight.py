@@ -143,3 +143,20 @@ def test_the_kernel_manager_encrypts_and_never_interrupts_at_shutdown():
     km.shutting_down = True
     asyncio.run(km._async_interrupt_kernel())
     assert sent == []
+
+
+def test_an_output_folder_that_takes_no_file_is_refused_in_one_line(tmp_path, monkeypatch):
+    """A read-only mount, simulated (the tests run as root, whom chmod does not stop)."""
+    import errno
+    import tempfile
+
+    from nearid.book.preflight import check_writable
+
+    check_writable(tmp_path / "new")  # made when missing
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    with pytest.raises(PreflightError, match=r"cannot write the chapter's outputs to .*: Read-only file system"):
+        check_writable(tmp_path)

@@ -94,3 +94,11 @@ def test_chapter_05_data_grows_with_images_and_their_size():
     small = pricing.price(ch, "smoke", resolve(ch, "smoke")).data_mb
     bigger = pricing.price(ch, "smoke", resolve(ch, "smoke", {"image_size": 32})).data_mb
     assert bigger == pytest.approx(4 * small)
+
+
+def test_a_smoke_run_does_not_price_quick_when_the_reference_can(tmp_path):
+    out = _timings(tmp_path, wall_s=100.0, profile="smoke")
+    quick = pricing.price(CH, "quick", resolve(CH, "quick"), out)
+    assert "reference 2-core CPU" in quick.basis
+    again = pricing.price(CH, "smoke", resolve(CH, "smoke"), out)
+    assert "last run here: smoke" in again.basis and again.seconds == pytest.approx(100.0)

@@ -29,3 +29,42 @@ def test_verdict_records_are_checked(tmp_path):
     with pytest.raises(ValueError, match="paper_comparison"):
         results.save(tmp_path / "bad.json", {"paper_comparison": [{"table": "Table 1"}]})
     assert not (tmp_path / "bad.json").exists()
+
+
+def test_glue_verdict_one_contract_for_verdicts_records_and_rows(monkeypatch):
+    glued = {}
+    monkeypatch.setattr(results, "glue", lambda k, v: glued.__setitem__(k, v))
+    v = Verdict(0.01234, -0.5, float("inf"), "inconclusive", 1, "t")
+    for form in (v, claim(v, "text", section="s"), v.to_dict()):
+        glued.clear()
+        results.glue_verdict("c", form, digits=2, signed=True)
+        assert glued == {"c_estimate": "+0.01", "c_low": "-0.50", "c_high": "+inf", "c_n": 1,
+                         "c_verdict": "inconclusive", "c_reads": "is inconclusive"}
+
+
+def test_glue_tally_names_each_group_and_says_none(monkeypatch):
+    glued = {}
+    monkeypatch.setattr(results, "glue", lambda k, v: glued.__setitem__(k, v))
+    groups = results.glue_tally("t", {"a": "holds", "b": {"verdict": "fails"}, "c": "holds"}, label=str.upper)
+    assert groups == {"holds": ["a", "c"], "fails": ["b"], "inconclusive": []}
+    assert glued["t_holds_n"] == 2 and glued["t_holds_names"] == "A, C"
+    assert glued["t_inconclusive_n"] == 0 and glued["t_inconclusive_names"] == "none"
+    with pytest.raises(ValueError, match="unknown verdicts"):
+        results.glue_tally("t", {"a": "maybe"})
+
+
+def test_plot_intervals_keeps_infinite_ends_on_the_axes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from nearid.book.plotting import plot_intervals
+
+    fig, ax = plt.subplots()
+    plot_intervals(ax, [1, 2, 3], [0.1, 0.2, 0.3], [-np.inf, 0.1, 0.25], [0.2, np.inf, 0.35],
+                   paper=[None, 0.5, np.nan], verdicts=["inconclusive", "inconclusive", "holds"])
+    lo, hi = ax.get_ylim()
+    assert np.isfinite(lo) and np.isfinite(hi) and hi < 1
+    assert len(ax.collections) >= 1  # the paper's cross
+    plt.close(fig)

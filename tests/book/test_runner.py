@@ -41,7 +41,7 @@ NUMERIC = textwrap.dedent('''\
     import os
     import numpy as np
     import torch
-    from nearid.book.env import setup
+    from nearid.env import setup
     from nearid.book.results import save
     P = {"value": 1, "fail": False, **overrides}
     seed = int(os.path.basename(results_path).lstrip(".")[:2])  # 96 or 97: the chapters differ

@@ -11,7 +11,7 @@ from nearid.book.runner import run_chapter
 from nearid.paper import TABLE1, TABLE1_LABELS
 from nearid.verdicts import VERDICTS
 
-PAIRS = {"pythia", "mae", "chexpert", "resnet18", "sentence_encoders"}
+PAIRS = {"gpt_neox_seeds", "mae_timm_vs_ours", "cnn_widths", "resnet18_seeds", "sentence_encoders"}
 FAMILIES = {"permutation", "rigid", "linear", "ica"}
 
 
@@ -51,7 +51,7 @@ def test_chapter_04_table_and_verdicts(smoke):
     assert res["split"]["resnet18"]["dim_a"] == 512
     assert res["split"]["sentence_encoders"]["dim_b"] == 384
     assert all(1 <= k <= 55 for s in res["split"].values() for k in s["components"])  # rows/10 cap
-    assert res["models"]["pythia"]["source"] == "trained"
+    assert res["models"]["gpt_neox_seeds"]["source"] == "trained"
     assert res["dry_run"] is False
 
 

@@ -10,10 +10,9 @@ import nearid
 
 PACKAGE = Path(nearid.__file__).resolve().parent
 UPWARD = ("nearid.book", "nearid.cli")
-# The package's own __init__ re-exports two chapter conveniences (setup, pick_device) from
-# nearid.book.env; it is the one module above both kinds.
-SCIENCE = sorted(p for p in PACKAGE.rglob("*.py")
-                 if p.relative_to(PACKAGE).parts[0] not in ("book", "cli") and p != PACKAGE / "__init__.py")
+# Everything outside book/ and cli/, the package's own __init__ included (``import nearid``
+# must not load the book machinery).
+SCIENCE = sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] not in ("book", "cli"))
 
 
 def _imports(path: Path) -> list[str]:
@@ -28,7 +27,8 @@ def _imports(path: Path) -> list[str]:
 
 def test_there_are_science_and_experiment_modules():
     rel = {str(p.relative_to(PACKAGE)) for p in SCIENCE}
-    assert {"align.py", "ica.py", "experiments/ch06_cellpaint.py", "data/mnist.py"} <= rel
+    assert {"align/families.py", "align/engine.py", "ica.py", "experiments/ch06_cellpaint.py", "data/mnist.py",
+            "__init__.py", "constraints.py", "env.py"} <= rel
 
 
 @pytest.mark.parametrize("path", SCIENCE, ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -40,3 +40,12 @@ def test_science_and_experiments_do_not_import_book_or_cli(path):
 def test_book_does_not_import_cli():
     for path in (PACKAGE / "book").rglob("*.py"):
         assert not [n for n in _imports(path) if n.startswith("nearid.cli")], path
+
+
+def test_importing_nearid_loads_no_book_machinery():
+    import subprocess
+    import sys
+
+    code = "import sys, nearid; print(sorted(m for m in sys.modules if m.startswith(('nearid.book', 'nearid.cli'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

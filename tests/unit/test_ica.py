@@ -8,9 +8,9 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from nearid import align
-from nearid.align import amari_distance
 from nearid.data.toy import random_orthogonal, sample_sources
 from nearid.ica import LowVarianceWarning, Whitener, WhitenedICA, choose_components
+from nearid.metrics.recovery import amari_distance
 
 
 def test_recovers_mixing_of_laplace_sources():

@@ -163,7 +163,7 @@ def test_chapter_02_and_03_smoke_sweeps_on_a_local_cluster_match_in_process(clus
     import pandas as pd
 
     from nearid.book.profiles import resolve
-    from nearid.experiments import ch02_isometric as ch02
+    from nearid.experiments import ch02_isometric_dgp as ch02
     from nearid.experiments import ch03_bilipschitz as ch03
 
     def timeless(df):

@@ -42,6 +42,50 @@ def paper_vs_ours_bars(ax, labels, ours, paper, ylabel: str, ours_err=None, titl
     return ax
 
 
+VERDICT_COLORS = {"holds": "tab:green", "fails": "tab:red", "inconclusive": "0.5"}
+
+
+def plot_intervals(ax, x, estimate, low, high, *, horizontal: bool = False, paper=None, verdicts=None,
+                   threshold: float | None = 0.0, label: str | None = None, color=None, fmt: str = "o",
+                   capsize: float = 3):
+    """Estimates with their 95% intervals against ``x`` (or, ``horizontal``, against rows ``x``
+    with the estimate on the x axis), the one way every chapter draws a verdict.
+
+    Infinite ends (an interval from a single unit) are drawn as the estimate, so nothing runs
+    off the axes. ``paper`` adds the paper's numbers as grey crosses (NaN or None: none).
+    ``verdicts`` colours each point by its verdict (:data:`VERDICT_COLORS`) instead of
+    ``color``. ``threshold`` draws the line a claim must clear (None: no line).
+    """
+    import numpy as np
+
+    x = np.asarray(x, dtype=float)
+    est = np.asarray(estimate, dtype=float)
+    lo = np.where(np.isfinite(low), low, est)
+    hi = np.where(np.isfinite(high), high, est)
+    err = [est - lo, hi - est]
+    colors = [VERDICT_COLORS[v] for v in verdicts] if verdicts is not None else [color] * len(est)
+    groups = {}
+    for i, c in enumerate(colors):
+        groups.setdefault(c, []).append(i)
+    for n, (c, idx) in enumerate(groups.items()):
+        idx = np.asarray(idx)
+        e = [err[0][idx], err[1][idx]]
+        kw = dict(fmt=fmt, capsize=capsize, color=c, label=label if n == 0 else None)
+        if horizontal:
+            ax.errorbar(est[idx], x[idx], xerr=e, **kw)
+        else:
+            ax.errorbar(x[idx], est[idx], yerr=e, **kw)
+    if paper is not None:
+        p = np.asarray([np.nan if v is None else v for v in paper], dtype=float)
+        shown = np.isfinite(p)
+        if shown.any():
+            px, py = (p[shown], x[shown]) if horizontal else (x[shown], p[shown])
+            ax.scatter(px, py, marker="x", color=PAPER_COLOR, label="paper", zorder=3)
+    if threshold is not None:
+        (ax.axvline if horizontal else ax.axhline)(threshold, color="0.3", lw=0.8, ls="--")
+    return ax
+
+
 # --------------------------------------------------------------------------- layer maps
 METRIC_LABELS = {
     "permutation": "signed-permutation error",

@@ -7,6 +7,7 @@ chapter succeeded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -17,7 +18,7 @@ import numpy as np
 from nearid import kernels
 from nearid.fileio import atomic_write_text
 
-__all__ = ["atomic_write_text", "glue", "save", "to_jsonable"]
+__all__ = ["atomic_write_text", "glue", "glue_tally", "glue_verdict", "save", "to_jsonable"]
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -89,3 +90,46 @@ def glue(name: str, value: Any) -> None:
     if isinstance(value, np.generic):
         value = value.item()
     _glue(name, value, display=False)
+
+
+# How a verdict reads in a sentence ("the claim ... holds", "... is inconclusive").
+VERDICT_PHRASES = {"holds": "holds", "fails": "fails", "inconclusive": "is inconclusive"}
+
+
+def interval_text(value: float, digits: int = 3, signed: bool = False) -> str:
+    """One end of an interval (or an estimate) as prose shows it; infinite ends as "-inf" and
+    "inf" (an interval from one unit is unbounded), a missing value as "n/a"."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if math.isinf(value):
+        return "-inf" if value < 0 else ("+inf" if signed else "inf")
+    return f"{value:{'+' if signed else ''}.{digits}f}"
+
+
+def glue_verdict(name: str, v: Any, digits: int = 3, signed: bool = False) -> None:
+    """Glue one decided claim for the prose: ``{name}_estimate``, ``_low``, ``_high`` (text,
+    :func:`interval_text`), ``_n`` (where ``v`` has one), ``_verdict`` (the word) and ``_reads`` (the phrase that
+    completes "the claim ...": "holds", "fails", "is inconclusive").
+
+    ``v`` is a :class:`nearid.verdicts.Verdict`, a claim record (dict) or a table row.
+    """
+    get = (lambda k: getattr(v, k)) if hasattr(v, "estimate") and not isinstance(v, dict) else v.__getitem__
+    for part in ("estimate", "low", "high"):
+        glue(f"{name}_{part}", interval_text(float(get(part)), digits, signed))
+    with contextlib.suppress(KeyError, AttributeError, TypeError):  # a table row may carry no n
+        glue(f"{name}_n", int(get("n")))
+    glue(f"{name}_verdict", str(get("verdict")))
+    glue(f"{name}_reads", VERDICT_PHRASES[str(get("verdict"))])
+
+
+def glue_tally(prefix: str, decided: dict, label=str, sep: str = ", ") -> dict[str, list[str]]:
+    """Glue how many of ``decided`` hold, fail, are inconclusive, and which:
+    ``{prefix}_{word}_n`` and ``{prefix}_{word}_names`` ("none" when there are none), with
+    ``label`` turning each name into words. Returns :func:`nearid.verdicts.tally`'s groups."""
+    from nearid.verdicts import tally
+
+    groups = tally(decided)
+    for word, names in groups.items():
+        glue(f"{prefix}_{word}_n", len(names))
+        glue(f"{prefix}_{word}_names", sep.join(label(n) for n in names) if names else "none")
+    return groups

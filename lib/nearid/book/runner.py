@@ -36,7 +36,6 @@ from nearid.fileio import atomic_write_text
 
 LIB_DIR = codehash.PACKAGE_DIR
 KERNELSPEC = {"name": "python3", "language": "python", "display_name": "Python 3"}
-THREAD_VARS = ("NEARID_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 class ChapterFailed(RuntimeError):
@@ -100,11 +99,6 @@ def get_chapter(name: str, root: Path | None = None) -> Chapter:
 
 
 # ----------------------------------------------------------------------------- cache key
-def _package_versions() -> list[str]:
-    return sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
-                  if d.metadata["Name"])
-
-
 def chapter_code(chapter: Chapter) -> dict[str, Path]:
     """The ``nearid`` modules a chapter runs: those its source imports, transitively, plus its
     parameter module (loaded by name, so no import names it)."""
@@ -118,7 +112,7 @@ def kernel_threads() -> int:
     It never depends on ``--jobs``: a thread count changes the order of floating-point sums,
     and a chapter must give the same numbers whether it ran alone or beside others.
     """
-    raw = os.environ.get("NEARID_NUM_THREADS", "").strip()
+    raw = os.environ.get(kernels.THREADS_ENV, "").strip()
     try:
         n = int(raw or 1)
     except ValueError:
@@ -160,7 +154,7 @@ def cache_key(chapter: Chapter, profile: str, params: dict[str, Any], out_dir: P
     h.update(chapter.source.read_bytes())
     h.update(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode())
     h.update(codehash.digest_files(chapter_code(chapter).values(), package_dir=LIB_DIR).encode())
-    h.update("\n".join(_package_versions()).encode())
+    h.update("\n".join(codehash.package_versions()).encode())
     h.update(platform.python_version().encode())
     h.update(f"threads={kernel_threads()}".encode())
     h.update(kernels.signature().encode())
@@ -288,7 +282,7 @@ def default_out_dir(root: Path) -> Path:
 
 
 def _device_description() -> str:
-    from nearid.book.env import device_description
+    from nearid.env import device_description
     return device_description()
 
 
@@ -345,12 +339,12 @@ def _kernel_environment(root: Path, force: bool):
     """What the chapter's kernel inherits: where finished sweep tasks are kept
     (:mod:`nearid.tasks`), whether ``--force`` asked to recompute them, and its thread count
     (:func:`kernel_threads`, for torch and the BLAS libraries alike)."""
-    saved = {k: os.environ.get(k) for k in ("NEARID_TASK_CACHE", "NEARID_FORCE", *THREAD_VARS)}
+    saved = {k: os.environ.get(k) for k in ("NEARID_TASK_CACHE", "NEARID_FORCE", *kernels.THREAD_VARS)}
     threads = str(kernel_threads())
     os.environ.setdefault("NEARID_TASK_CACHE", str(root / TASK_CACHE))
     # --force turns it on; without it the caller's own NEARID_FORCE=1 is kept, not undone.
     os.environ["NEARID_FORCE"] = "1" if force else os.environ.get("NEARID_FORCE") or "0"
-    for var in THREAD_VARS:
+    for var in kernels.THREAD_VARS:
         os.environ[var] = threads
     try:
         yield

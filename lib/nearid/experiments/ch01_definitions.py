@@ -57,8 +57,8 @@ def ica_amari_sweep(*, sample_sizes, sources, dim: int, repeats: int, seed: int 
     import warnings
     import zlib
 
-    from nearid.align import amari_distance
     from nearid.data.toy import sample_sources
+    from nearid.metrics.recovery import amari_distance
 
     rows = []
     for kind in sources:

@@ -28,7 +28,8 @@ import torch
 from scipy.stats import rankdata
 
 from nearid.align import compare
-from nearid.lipschitz import bilipschitz_from_singular_values, jacobian_singular_values
+from nearid.constraints import NON_NEGATIVE, Interval, ListOf, Options, OrNone, check_args, validate_params
+from nearid.lipschitz import NORMALISATION, bilipschitz_from_singular_values, jacobian_singular_values
 from nearid.models import MLPAutoencoder
 from nearid.tasks import Task, run_tasks
 from nearid.train import TrainResult, fit, predict, resolve_device
@@ -36,26 +37,27 @@ from nearid.verdicts import Verdict, bootstrap_statistic, paired_difference
 
 SETTING = ["group", "alpha", "weight_decay"]
 DATASETS = ("mnist", "sklearn_digits")
+DATASET = Options(DATASETS, noun="dataset")
+ALPHA = Interval(float, 0, 1)  # the decoder's leaky-ReLU negative slope (1 = linear)
 DRY_RUN_STEPS = 2  # optimiser steps per task in a dry run
 DRY_RUN_EVAL_ROWS = 100  # held-out images per model a dry run evaluates on (at most)
 
 
 # --------------------------------------------------------------------------- data
 @functools.lru_cache(maxsize=4)
+@validate_params(dataset=DATASET)
 def _image_set(dataset: str, train: bool) -> tuple[np.ndarray, np.ndarray]:
     """All images of one split, flattened float32 in [0, 1], read once per process."""
     if dataset == "mnist":
         from nearid.data.mnist import load_mnist
 
         X, y = load_mnist(train=train)
-    elif dataset == "sklearn_digits":  # 8x8 digits bundled with scikit-learn: for fast tests
+    else:  # "sklearn_digits": 8x8 digits bundled with scikit-learn, for fast tests
         from sklearn.datasets import load_digits
 
         X, y = load_digits(return_X_y=True)
         X = X / 16.0
         X, y = (X[:1297], y[:1297]) if train else (X[1297:], y[1297:])
-    else:
-        raise ValueError(f"unknown dataset {dataset!r}; valid: {', '.join(DATASETS)}")
     X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
     X.setflags(write=False)
     return X, np.asarray(y, dtype=np.int64)
@@ -84,14 +86,13 @@ def load_images(dataset: str = "mnist", *, train: bool, n: int | None = None,
 
 
 # --------------------------------------------------------------------------- one model
+@validate_params(alpha=ALPHA)
 def train_autoencoder(X, *, alpha: float, seed: int, latent_dim: int = 8,
                       hidden: Sequence[int] = (128, 64), epochs: int = 20, batch_size: int = 64,
                       lr: float = 2e-3, weight_decay: float = 0.0, encoder_slope: float = 0.0,
                       device: str | torch.device = "cpu",
                       max_steps: int | None = None) -> tuple[MLPAutoencoder, TrainResult]:
     """One MLP autoencoder on flattened images ``X``; ``seed`` fixes both init and shuffling."""
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"alpha (the decoder's leaky-ReLU negative slope) must lie in [0, 1], got {alpha}")
     X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
     torch.manual_seed(seed)
     model = MLPAutoencoder(X.shape[1], latent_dim, hidden=hidden, encoder_slope=encoder_slope,
@@ -203,15 +204,13 @@ class BiLipschitzSweep:
         self.scheduler = scheduler
         self.log = log
 
+    # seeds >= 2: alignment needs pairs of models; digits: None (all images) or some classes
+    _constraints = dict(alphas=ListOf(ALPHA), seeds=Interval(int, 2), weight_decays=ListOf(NON_NEGATIVE),
+                        digits=OrNone(ListOf(Interval(int, 0, 9))), dataset=DATASET,
+                        normalisation=NORMALISATION)
+
     def _validate(self):
-        if len(self.alphas) == 0 or any(not 0.0 <= a <= 1.0 for a in self.alphas):
-            raise ValueError(f"alphas must be a non-empty list of values in [0, 1], got {list(self.alphas)}")
-        if self.seeds < 2:
-            raise ValueError(f"seeds must be >= 2 (alignment needs pairs of models), got {self.seeds}")
-        if len(self.weight_decays) == 0 or any(w < 0 for w in self.weight_decays):
-            raise ValueError(f"weight_decays must be a non-empty list of values >= 0, got {list(self.weight_decays)}")
-        if self.digits is not None and len(self.digits) == 0:
-            raise ValueError("digits must be None (all images) or a non-empty list of classes")
+        check_args(self._constraints, vars(self))
 
     def _groups(self) -> list[tuple[str, int | None, int]]:
         """(group name, digit, training images) per group; checks each digit has enough images."""

@@ -36,7 +36,8 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from nearid import paper
-from nearid.data.procedural import DATASET_LABELS, DATASETS, FACTOR_GRIDS, make_dataset, sample_factors
+from nearid.constraints import Interval, ListOf, Options, validate_params
+from nearid.data.procedural import DATASET_LABELS, DATASETS, make_dataset, sample_factors
 from nearid.ica import ROWS_PER_COMPONENT, WhitenedICA
 from nearid.metrics.dci_mig import dci_disentanglement, mig
 from nearid.metrics.infomec import PROBE_RTOL, infomec
@@ -53,6 +54,12 @@ MODEL_LABELS = {"ae": "AE", "beta_vae": "β-VAE", "beta_tcvae": "β-TCVAE", "bio
 # (whitening onto the top-K principal subspace, standard ICA practice when the number of
 # sources is known), "all" = every one of the latents.
 ICA_COMPONENTS = ("k", "all")
+# What the entry points (and the chapter's profile) accept, declared once. Latents per
+# factor: Hsu et al. use 2; above 8 the models grow past what any profile prices.
+LATENT_MULTIPLIER = Interval(int, 1, 8)
+TRAINED_MODEL = Options(CONV_MODELS, noun="trained model")
+DATASET = Options(DATASETS, noun="dataset")
+ICA_COMPONENT_CHOICE = Options(ICA_COMPONENTS)
 SCORES = ("infom", "infoe", "infoc", "dci_d", "mig")
 INFOMEC = ("infom", "infoe", "infoc")
 SCORE_LABELS = {"infom": "InfoM", "infoe": "InfoE", "infoc": "InfoC", "dci_d": "DCI", "mig": "MIG"}
@@ -126,6 +133,7 @@ def score_codes(factors: np.ndarray, codes: np.ndarray, *, random_state: int = 0
     return out
 
 
+@validate_params(name=TRAINED_MODEL, latent_multiplier=LATENT_MULTIPLIER)
 def train_model(name: str, X: torch.Tensor, n_factors: int, *, seed: int, epochs: int,
                 batch_size: int, lr: float, width: int, hidden: int, hyper: dict | None = None,
                 latent_multiplier: int = 2, device: str | torch.device = "cpu",
@@ -134,10 +142,6 @@ def train_model(name: str, X: torch.Tensor, n_factors: int, *, seed: int, epochs
     """One conv model of kind ``name`` with ``latent_multiplier * n_factors`` latents trained
     on images X (N,3,H,W); returns (model, TrainResult). ``callback(model, epochs_done)``
     runs after every epoch (snapshots along the run)."""
-    if name not in CONV_MODELS:
-        raise ValueError(f"unknown trained model {name!r}; valid: {', '.join(CONV_MODELS)}")
-    if latent_multiplier < 1:
-        raise ValueError(f"latent_multiplier must be a positive integer, got {latent_multiplier}")
     knobs = {**DEFAULT_HYPER[name], **(hyper or {})}
     weight_decay = float(knobs.pop("weight_decay", 0.0))
     if name == "beta_tcvae":
@@ -175,6 +179,8 @@ def fit_ica(train_codes: np.ndarray, n_components: int | str, *, seed: int) -> W
                            rows_per_component=rows).fit(train_codes)
 
 
+@validate_params(dataset=DATASET, model=TRAINED_MODEL, latent_multiplier=LATENT_MULTIPLIER,
+                 ica_components=ICA_COMPONENT_CHOICE)
 def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_train: int,
                     n_eval: int, epochs: int, batch_size: int, lr: float, width: int, hidden: int,
                     hyper: dict | None = None, latent_multiplier: int = 2, data_seed: int = 0,
@@ -191,12 +197,6 @@ def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_t
     ``rows`` {row: scores}, ``nmi`` and ``codes`` {row: array}, ``trend`` (list of dicts),
     ``ica``, losses, seconds and steps.
     """
-    if model not in CONV_MODELS:
-        raise ValueError(f"unknown trained model {model!r}; valid: {', '.join(CONV_MODELS)}")
-    if ica_components not in ICA_COMPONENTS:
-        raise ValueError(f"ica_components must be one of {ICA_COMPONENTS}, got {ica_components!r}")
-    if dataset not in FACTOR_GRIDS:
-        raise ValueError(f"unknown dataset {dataset!r}; valid: {', '.join(DATASETS)}")
     dev = resolve_device(device)
     images, factors, names = _rendered(dataset, n_train + n_eval, image_size, data_seed, supersample)
     X = images_to_tensor(images)
@@ -278,6 +278,8 @@ def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_t
 
 
 # --------------------------------------------------------------------------- the sweep
+@validate_params(datasets=ListOf(DATASET, min_len=0), models=ListOf(Options(MODELS, noun="model"), min_len=0),
+                 latent_multiplier=LATENT_MULTIPLIER, ica_components=ICA_COMPONENT_CHOICE)
 def benchmark_tasks(*, datasets: Sequence[str] = DATASETS, seeds: Sequence[int] = (0,),
                     models: Sequence[str] = MODELS, image_size: int = 32, n_train: int = 5000,
                     n_eval: int = 2000, epochs: int = 10, batch_size: int = 64, lr: float = 1e-3,
@@ -288,16 +290,6 @@ def benchmark_tasks(*, datasets: Sequence[str] = DATASETS, seeds: Sequence[int] 
     """One task per (dataset, seed, trained model), in that order (tasks of one dataset run
     one after another, so a process renders each dataset once). ``ae_ica`` in ``models``
     needs the AE task, which scores AE + ICA too."""
-    if ica_components not in ICA_COMPONENTS:
-        raise ValueError(f"ica_components must be one of {ICA_COMPONENTS}, got {ica_components!r}")
-    bad = [d for d in datasets if d not in FACTOR_GRIDS]
-    if bad:
-        raise ValueError(f"unknown datasets {bad}; valid: {', '.join(DATASETS)}")
-    bad = [m for m in models if m not in MODELS]
-    if bad:
-        raise ValueError(f"unknown models {bad}; valid: {', '.join(MODELS)}")
-    if latent_multiplier < 1:
-        raise ValueError(f"latent_multiplier must be a positive integer, got {latent_multiplier}")
     hyper = hyper or {}
     trained = [m for m in CONV_MODELS if m in models or (m == "ae" and "ae_ica" in models)]
     per_epoch = math.ceil(n_train / batch_size)
@@ -384,12 +376,11 @@ def summarise(scores: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+@validate_params(stat=Options(("mean", "std")))
 def table2_payload(summary: pd.DataFrame, datasets: Sequence[str] = (*DATASETS, "aggregated"),
                    stat: str = "mean") -> dict:
     """``{dataset: {model: {infom, infoe, infoc, dci_d, mig}}}`` (``stat`` = "mean" or "std"
     over seeds) for the results JSON."""
-    if stat not in ("mean", "std"):
-        raise ValueError(f"stat must be 'mean' or 'std', got {stat!r}")
     out: dict = {}
     for row in summary.itertuples(index=False):
         if row.dataset in datasets:

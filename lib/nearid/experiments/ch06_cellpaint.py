@@ -48,7 +48,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GroupKFold
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from nearid.ica import DEFAULT_COMPONENTS, ROWS_PER_COMPONENT, LowVarianceWarning, WhitenedICA, Whitener
+from nearid.constraints import Options, check_params
+from nearid.ica import COMPONENTS, DEFAULT_COMPONENTS, ROWS_PER_COMPONENT, LowVarianceWarning, WhitenedICA, Whitener
 from nearid.metrics.sparsity import auroc, concentration, hoyer, top_biological_share
 from nearid.paper import TABLE3, TABLE3_FEATURE_SETS, TABLE4, TABLE6_LIGHTGBM
 from nearid.tasks import Task
@@ -146,11 +147,11 @@ class FeatureSet(TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.max_iter = max_iter
 
+    _constraints = dict(kind=Options(FEATURE_SETS, noun="feature set"), n_components=COMPONENTS,
+                        ica_fit_on=Options(("controls", "all")))
+
     def fit(self, X, controls=None) -> "FeatureSet":
-        if self.kind not in FEATURE_SETS:
-            raise ValueError(f"unknown feature set {self.kind!r}; valid: {', '.join(FEATURE_SETS)}")
-        if self.ica_fit_on not in ("controls", "all"):
-            raise ValueError(f"ica_fit_on must be 'controls' or 'all', got {self.ica_fit_on!r}")
+        check_params(self)
         X = check_array(X, dtype=np.float64)
         ctrl = np.ones(len(X), bool) if controls is None else np.asarray(controls, dtype=bool)
         self.whitener_, self.ica_, self.rotation_ = None, None, None
@@ -474,7 +475,7 @@ def factor_recovery(F, well_factors) -> dict[str, float]:
     ``mcc``: mean |correlation| over a Hungarian matching of factors to features (1 = every
     factor is one feature up to scale and sign).
     """
-    from nearid.align import mean_corr_coef
+    from nearid.metrics.recovery import mean_corr_coef
 
     return {"mcc": mean_corr_coef(F, well_factors)}
 

@@ -1,1 +1,2 @@
-"""Metrics: disentanglement (InfoMEC, DCI, MIG), sparsity and concentration. Import from the submodules."""
+"""Metrics: disentanglement (InfoMEC, DCI, MIG), sparsity and concentration, and the recovery
+of known sources (MCC, Amari distance). Import from the submodules."""

@@ -15,6 +15,10 @@ from __future__ import annotations
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from nearid.constraints import Interval, validate_params
+
+TOP = Interval(float, 0, 1, closed="right")  # the share of the features (or entries) called "top"
+
 
 def hoyer(x, axis: int = -1) -> np.ndarray | float:
     """Hoyer sparsity of x along ``axis``, in [0, 1]; a zero vector is an error.
@@ -44,24 +48,16 @@ def biological_fraction(X, labels) -> np.ndarray:
     Batch-to-batch and well-to-well variation falls in the within-condition part. The
     ratio is invariant to the scale of each feature, so raw and whitened features compare.
     """
-    X = np.asarray(X, dtype=np.float64)
-    labels = np.asarray(labels)
-    if X.ndim != 2 or len(X) != len(labels):
-        raise ValueError(f"X must be (n, d) with one label per row; got {X.shape} and {labels.shape}")
-    _, codes = np.unique(labels, return_inverse=True)
-    if codes.max() < 1:
+    centred, between, n_conditions = _between_conditions(X, labels)
+    if n_conditions < 2:
         raise ValueError("need at least two distinct labels (controls and a perturbation)")
-    centred = X - X.mean(0)
     total = (centred ** 2).sum(0)
-    counts = np.bincount(codes).astype(np.float64)
-    sums = np.zeros((len(counts), X.shape[1]))
-    np.add.at(sums, codes, centred)
-    between = (sums ** 2 / counts[:, None]).sum(0)
     with np.errstate(invalid="ignore", divide="ignore"):
         frac = np.where(total > 0, between / total, 0.0)
     return frac
 
 
+@validate_params(top=TOP)
 def concentration(X, labels, top: float = 0.25) -> float:
     """Fraction of biological variation in the top ``top`` share of features (Table 4).
 
@@ -71,27 +67,35 @@ def concentration(X, labels, top: float = 0.25) -> float:
     basis that gathers the biology into a few axes scores high; one that smears it over
     every axis, together with batch effects, scores low.
     """
-    if not 0 < top <= 1:
-        raise ValueError(f"top must lie in (0, 1], got {top}")
     frac = biological_fraction(X, labels)
     k = max(1, int(np.ceil(top * len(frac))))
     return float(np.sort(frac)[::-1][:k].mean())
 
 
-def biological_variance(X, labels) -> np.ndarray:
-    """Per feature, the between-condition variance: sum over conditions of n_c (mean_c -
-    mean)^2, divided by the number of rows (the numerator of :func:`biological_fraction`)."""
+def _between_conditions(X, labels) -> tuple[np.ndarray, np.ndarray, int]:
+    """(X centred, per feature the between-condition sum of squares: sum over conditions of
+    n_c (mean_c - mean)^2, the number of conditions): what :func:`biological_fraction` and
+    :func:`biological_variance` share."""
     X = np.asarray(X, dtype=np.float64)
     labels = np.asarray(labels)
     if X.ndim != 2 or len(X) != len(labels):
         raise ValueError(f"X must be (n, d) with one label per row; got {X.shape} and {labels.shape}")
     _, codes = np.unique(labels, return_inverse=True)
+    centred = X - X.mean(0)
     counts = np.bincount(codes).astype(np.float64)
     sums = np.zeros((len(counts), X.shape[1]))
-    np.add.at(sums, codes, X - X.mean(0))
-    return (sums ** 2 / counts[:, None]).sum(0) / len(X)
+    np.add.at(sums, codes, centred)
+    return centred, (sums ** 2 / counts[:, None]).sum(0), len(counts)
 
 
+def biological_variance(X, labels) -> np.ndarray:
+    """Per feature, the between-condition variance: sum over conditions of n_c (mean_c -
+    mean)^2, divided by the number of rows (the numerator of :func:`biological_fraction`)."""
+    centred, between, _ = _between_conditions(X, labels)
+    return between / len(centred)
+
+
+@validate_params(top=TOP)
 def top_biological_share(X, labels, top: float = 0.25, controls=None) -> float:
     """Share of the total biological variance held by the top ``top`` fraction of features.
 
@@ -102,8 +106,6 @@ def top_biological_share(X, labels, top: float = 0.25, controls=None) -> float:
     whitened space the total is the same for every rotation, so the share measures only how
     the basis distributes it.
     """
-    if not 0 < top <= 1:
-        raise ValueError(f"top must lie in (0, 1], got {top}")
     X = np.asarray(X, dtype=np.float64)
     ref = X if controls is None else X[np.asarray(controls, dtype=bool)]
     if len(ref) < 2:
@@ -113,6 +115,7 @@ def top_biological_share(X, labels, top: float = 0.25, controls=None) -> float:
     return top_share(biological_variance(X[:, keep] / sd[keep], labels), top)
 
 
+@validate_params(top=TOP)
 def top_share(values, top: float = 0.25) -> float:
     """Share of a non-negative total held by its top ``top`` fraction of entries."""
     v = np.asarray(values, dtype=np.float64).ravel()

@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nearid.constraints import POSITIVE_INT, validate_params
+
 
 def mlp(sizes: Sequence[int], negative_slope: float = 0.0, final_activation: bool = False) -> nn.Sequential:
     """Linear layers with leaky-ReLU between them (slope 0 = plain ReLU, 1 = linear)."""
@@ -28,11 +30,10 @@ class MLPAutoencoder(nn.Module):
     the encoder uses ``encoder_slope``.
     """
 
+    @validate_params(in_dim=POSITIVE_INT, latent_dim=POSITIVE_INT)
     def __init__(self, in_dim: int, latent_dim: int, hidden: Sequence[int] = (64, 64),
                  encoder_slope: float = 0.0, decoder_slope: float = 0.0):
         super().__init__()
-        if in_dim < 1 or latent_dim < 1:
-            raise ValueError(f"in_dim and latent_dim must be positive, got {in_dim}, {latent_dim}")
         hidden = list(hidden)
         self.in_dim, self.latent_dim = in_dim, latent_dim
         self.encoder = mlp([in_dim, *hidden, latent_dim], encoder_slope)

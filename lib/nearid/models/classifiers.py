@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nearid.constraints import POSITIVE_INT, Options, validate_params
+
 WIDTHS = {"small": 1, "base": 2}  # channel multiplier of "base" relative to "small"
 ARCHS = ("cnn", "mlp")
 
@@ -65,17 +67,13 @@ class ImageClassifier(_Classifier):
     The representation is the ReLU output of the feature layer (the penultimate layer).
     """
 
+    @validate_params(width=Options(WIDTHS, noun="width"), arch=Options(ARCHS, noun="arch"),
+                     img_size=POSITIVE_INT, in_chans=POSITIVE_INT, n_classes=POSITIVE_INT,
+                     feature_dim=POSITIVE_INT, channels=POSITIVE_INT, hidden=POSITIVE_INT)
     def __init__(self, width: str = "small", arch: str = "cnn", img_size: int = 28,
                  in_chans: int = 1, n_classes: int = 10, feature_dim: int = 64,
                  channels: int = 16, hidden: int = 128):
         super().__init__()
-        if width not in WIDTHS:
-            raise ValueError(f"unknown width {width!r}; valid: {', '.join(WIDTHS)}")
-        if arch not in ARCHS:
-            raise ValueError(f"unknown arch {arch!r}; valid: {', '.join(ARCHS)}")
-        if min(img_size, in_chans, n_classes, feature_dim, channels, hidden) < 1:
-            raise ValueError("img_size, in_chans, n_classes, feature_dim, channels and hidden "
-                             "must be positive")
         k = WIDTHS[width]
         self.width, self.arch, self.in_chans, self.feature_dim = width, arch, in_chans, feature_dim
         if arch == "cnn":
@@ -104,12 +102,11 @@ class ResNet18Classifier(_Classifier):
     before ``layer1`` and keeps CPU training cheap; ``stem_stride=1`` keeps more resolution.
     """
 
+    @validate_params(stem_stride=Options((1, 2)))
     def __init__(self, in_chans: int = 1, n_classes: int = 10, stem_stride: int = 2):
         super().__init__()
         from torchvision.models import resnet18
 
-        if stem_stride not in (1, 2):
-            raise ValueError(f"stem_stride must be 1 or 2, got {stem_stride}")
         self.in_chans = in_chans
         net = resnet18(weights=None, num_classes=n_classes)
         net.conv1 = nn.Conv2d(in_chans, 64, kernel_size=3, stride=stem_stride, padding=1, bias=False)

@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nearid.constraints import POSITIVE_INT, Options, validate_params
+
 CONV_MODELS = ("ae", "beta_vae", "beta_tcvae", "bioae")
 
 
@@ -96,10 +98,9 @@ class ConvAE(nn.Module):
 
     kind = "ae"
 
+    @validate_params(latent_dim=POSITIVE_INT)
     def __init__(self, latent_dim: int, image_size: int = 64, width: int = 32, hidden: int = 256):
         super().__init__()
-        if latent_dim < 1:
-            raise ValueError(f"latent_dim must be positive, got {latent_dim}")
         self.latent_dim, self.image_size = latent_dim, image_size
         self.encoder = ConvEncoder(self._encoder_out(latent_dim), image_size, width, hidden)
         self.decoder = ConvDecoder(latent_dim, image_size, width, hidden)
@@ -215,12 +216,11 @@ class ConvBetaTCVAE(ConvBetaVAE):
         return kl + (self.beta - 1.0) * tc, {"kl": float(kl.detach()), "tc": float(tc.detach())}
 
 
+@validate_params(name=Options(CONV_MODELS, noun="model"))
 def make_conv_model(name: str, latent_dim: int, image_size: int = 64, width: int = 32,
                     hidden: int = 256, **hyper) -> ConvAE:
     """A fresh model of one of :data:`CONV_MODELS`; ``hyper`` holds its own knobs
     (``beta`` for the VAEs, ``nonneg_weight``/``activity_weight`` for BioAE,
     ``dataset_size`` for beta-TCVAE); unknown knobs are an error."""
     classes = {"ae": ConvAE, "beta_vae": ConvBetaVAE, "beta_tcvae": ConvBetaTCVAE, "bioae": ConvBioAE}
-    if name not in classes:
-        raise ValueError(f"unknown model {name!r}; valid: {', '.join(CONV_MODELS)}")
     return classes[name](latent_dim, image_size, width, hidden, **hyper)

@@ -21,6 +21,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from nearid.constraints import FRACTION, validate_params
+
 BYTE_VOCAB = 256
 
 
@@ -126,10 +128,9 @@ def eval_windows(ids: np.ndarray, context: int, n: int) -> np.ndarray:
     return ids[: n * context].reshape(n, context)
 
 
+@validate_params(eval_fraction=FRACTION)
 def split_text(text: str, eval_fraction: float = 0.1) -> tuple[str, str]:
     """First part for training, the last ``eval_fraction`` held out for representations."""
-    if not 0 < eval_fraction < 1:
-        raise ValueError(f"eval_fraction must lie in (0, 1), got {eval_fraction}")
     cut = int(len(text) * (1 - eval_fraction))
     return text[:cut], text[cut:]
 

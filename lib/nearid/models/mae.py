@@ -27,6 +27,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from nearid.constraints import POSITIVE_INT, Interval, Options, validate_params
+
 BACKENDS = ("timm", "original")
 
 
@@ -122,21 +124,17 @@ class MaskedAutoencoder(nn.Module):
     (16 patches of 7x7, 4 visible at mask ratio 0.75).
     """
 
+    @validate_params(backend=Options(BACKENDS, noun="backend"), in_chans=POSITIVE_INT,
+                     mask_ratio=Interval(float, 0, 1, closed="left"))
     def __init__(self, img_size: int = 28, patch_size: int = 7, in_chans: int = 1,
                  embed_dim: int = 64, depth: int = 4, num_heads: int = 4,
                  decoder_embed_dim: int = 32, decoder_depth: int = 2, decoder_num_heads: int = 4,
                  mask_ratio: float = 0.75, mlp_ratio: float = 4.0, norm_pix_loss: bool = False,
                  backend: str = "timm"):
         super().__init__()
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
         if patch_size < 1 or img_size % patch_size:
             raise ValueError(f"img_size ({img_size}) must be a positive multiple of "
                              f"patch_size ({patch_size})")
-        if in_chans < 1:
-            raise ValueError(f"in_chans must be >= 1, got {in_chans}")
-        if not 0.0 <= mask_ratio < 1.0:
-            raise ValueError(f"mask_ratio must lie in [0, 1), got {mask_ratio}")
         self.img_size, self.patch_size, self.in_chans = img_size, patch_size, in_chans
         self.embed_dim, self.mask_ratio, self.norm_pix_loss = embed_dim, mask_ratio, norm_pix_loss
         self.backend = backend

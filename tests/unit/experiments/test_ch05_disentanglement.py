@@ -85,12 +85,22 @@ def test_max_steps_cuts_the_run_and_fills_every_budget():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="ica_components"):
         ch05.benchmark_tasks(datasets=["shapes3d"], ica_components="half")
-    with pytest.raises(ValueError, match="unknown datasets"):
+    with pytest.raises(ValueError, match="unknown dataset 'dsprites'; valid: shapes3d"):
         ch05.benchmark_tasks(datasets=["dsprites"])
-    with pytest.raises(ValueError, match="unknown models"):
+    with pytest.raises(ValueError, match="unknown model 'vae'; valid: ae"):
         ch05.benchmark_tasks(datasets=["shapes3d"], models=["vae"])
     with pytest.raises(ValueError, match="unknown trained model"):
         ch05.train_and_score(**{**TINY, "model": "ae_ica"})
+    with pytest.raises(ValueError, match=r"'latent_multiplier' got 9; allowed: an int in \[1, 8\]"):
+        ch05.benchmark_tasks(datasets=["shapes3d"], latent_multiplier=9)
+
+
+def test_the_profile_checks_with_the_experiments_rules():
+    from nearid.book.profiles import CONSTRAINTS
+
+    declared = CONSTRAINTS["05_disentanglement"]
+    assert declared["latent_multiplier"].constraint is ch05.LATENT_MULTIPLIER
+    assert declared["ica_components"].constraint is ch05.ICA_COMPONENT_CHOICE
 
 
 def test_numerical_rank_ignores_float32_noise():

@@ -10,10 +10,10 @@ from nearid.book.params import (
     SEED,
     SEEDS,
     ComponentRule,
+    Deferred,
     Interval,
     ListOf,
     Rule,
-    Text,
 )
 from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCHEDULER
 
@@ -36,23 +36,22 @@ PROFILES = {
 }
 
 
-def _source_kind(kind: str) -> None:
-    """ValueError unless ``kind`` is a factor distribution nearid.data.toy can sample."""
-    import numpy as np
-
-    from nearid.data.toy import sample_sources
-
-    sample_sources(kind, 1, 1, np.random.default_rng(0))
+def _toy(name: str):
+    """A constraint nearid.data.toy declares, looked up when first checked (toy imports scipy)."""
+    def lookup():
+        from nearid.data import toy
+        return getattr(toy, name)
+    return lookup
 
 
 CONSTRAINTS = dict(
     seed=SEED, seeds=SEEDS, trend_seeds=SEEDS,
-    deltas=ListOf(Interval(float, 0, 1, closed="left"), unique=True),
+    deltas=ListOf(Deferred(_toy("DELTA")), unique=True),
     latent_dim=Interval(int, 2), observed_dim=Interval(int, 4), n_train=Interval(int, 20),
     n_test=Interval(int, 20), epochs=POSITIVE_INT, batch_size=POSITIVE_INT, lr=POSITIVE,
     weight_decay=NON_NEGATIVE, hidden=POSITIVE_INT, image_size=Interval(int, 8),
     image_epochs=POSITIVE_INT,
-    sources=Text(_source_kind, "'uniform', 'laplace', 'gaussian' or 'gennorm_<beta>' with beta > 0"),
+    sources=Deferred(_toy("SOURCE_KIND")),
     ica_components=ComponentRule(), device=DEVICE, executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
 )
 

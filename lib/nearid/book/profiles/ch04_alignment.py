@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from nearid.book.params import (DEVICE, POSITIVE, POSITIVE_INT, SEED, ComponentRule, Interval, ListOf, Options,
-                                Rule, Text)
+from nearid.book.params import (DEVICE, POSITIVE, POSITIVE_INT, SEED, ComponentRule, Deferred, Interval, ListOf,
+                                Options, Rule, Text)
 from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, MNIST_TEST, MNIST_TRAIN, SCHEDULER
 
 
-def _pairs() -> tuple[str, ...]:
-    from nearid.experiments.ch04_alignment import PAIRS
-    return PAIRS
+def _pair_rule():
+    from nearid.experiments.ch04_alignment import PAIR  # the registry's rule, declared once
+    return PAIR
 
 
-# pythia_paths: [] = train two tiny GPT-NeoX; two local checkpoint folders = load them
+# pairs: every pair of the chapter (the registry: nearid.experiments.ch04_alignment.PAIRS).
+PAIR_NAMES = ["gpt_neox_seeds", "mae_timm_vs_ours", "cnn_widths", "resnet18_seeds", "sentence_encoders"]
+# pythia_paths (pair gpt_neox_seeds): [] = train two tiny GPT-NeoX; two local Pythia checkpoint
+# folders = load them
 # (full lists where real Pythia-160M seeds would live; missing folders -> tiny models).
 # clf_feature_dim / clf_base_feature_dim: feature-layer width of the small / base classifier.
 # ica_components: the whitening rule (the library's, nearid.ica.DEFAULT_COMPONENTS);
@@ -20,8 +23,7 @@ def _pairs() -> tuple[str, ...]:
 # trend_fractions: shares of the fit rows of the scale trend (ICA efficiency vs fit rows).
 # executor / scheduler / dry_run: where the pair tasks run, and the full-shape dry run.
 PROFILES = {
-    "smoke": dict(seed=0, device="auto", pairs=["pythia", "mae", "chexpert", "resnet18",
-                                                "sentence_encoders"],
+    "smoke": dict(seed=0, device="auto", pairs=list(PAIR_NAMES),
                   fit_fraction=0.5, mnist_train=256, mnist_eval=1100, batch_size=64,
                   lr=1e-3, mae_embed_dim=16, mae_depth=1, mae_epochs=1, clf_feature_dim=16,
                   clf_epochs=1, resnet_train=128, resnet_epochs=1, resnet_stem_stride=2,
@@ -31,8 +33,7 @@ PROFILES = {
                   ica_components=0.95, ica_grid=[4, 8, 16, 32, 64],
                   trend_fractions=[0.125, 0.25, 0.5, 1.0],
                   executor="auto", scheduler="", dry_run=False),
-    "quick": dict(seed=0, device="auto", pairs=["pythia", "mae", "chexpert", "resnet18",
-                                                "sentence_encoders"],
+    "quick": dict(seed=0, device="auto", pairs=list(PAIR_NAMES),
                   fit_fraction=0.5, mnist_train=10000, mnist_eval=4000, batch_size=128,
                   lr=1e-3, mae_embed_dim=64, mae_depth=4, mae_epochs=5, clf_feature_dim=64,
                   clf_epochs=3, resnet_train=6000, resnet_epochs=3, resnet_stem_stride=2,
@@ -42,8 +43,7 @@ PROFILES = {
                   ica_components=0.95, ica_grid=[4, 8, 16, 32, 64],
                   trend_fractions=[0.125, 0.25, 0.5, 1.0],
                   executor="auto", scheduler="", dry_run=False),
-    "full": dict(seed=0, device="auto", pairs=["pythia", "mae", "chexpert", "resnet18",
-                                               "sentence_encoders"],
+    "full": dict(seed=0, device="auto", pairs=list(PAIR_NAMES),
                  fit_fraction=0.5, mnist_train=60000, mnist_eval=10000, batch_size=256,
                  lr=1e-3, mae_embed_dim=192, mae_depth=8, mae_epochs=50, clf_feature_dim=256,
                  clf_epochs=20, resnet_train=60000, resnet_epochs=20, resnet_stem_stride=1,
@@ -72,7 +72,7 @@ CONSTRAINTS = dict(
     ica_components=ComponentRule(), ica_grid=ListOf(Interval(int, 1), unique=True),
     trend_fractions=ListOf(Interval(float, 0, 1, closed="right"), min_len=2, unique=True),
     executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
-    pairs=ListOf(Options(_pairs), unique=True),
+    pairs=ListOf(Deferred(_pair_rule), unique=True),
 )
 
 SHAKESPEARE_EVAL_BYTES = 495_000  # about the last 10% of the provisioned Shakespeare text, held out

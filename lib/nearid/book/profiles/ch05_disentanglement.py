@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from nearid.book.params import DEVICE, POSITIVE, POSITIVE_INT, SEED, SEEDS, Interval, ListOf, Mapping, Options, Rule
+from nearid.book.params import (
+    DEVICE,
+    POSITIVE,
+    POSITIVE_INT,
+    SEED,
+    SEEDS,
+    Deferred,
+    Interval,
+    ListOf,
+    Mapping,
+    Options,
+    Rule,
+)
 from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, POWER_OF_TWO, SCHEDULER
 
 
@@ -43,17 +55,18 @@ PROFILES = {
                  traversal_size=64, device="auto", executor="auto", scheduler="", dry_run=False),
 }
 
-# checked in this order: the two whose options live in the experiment module (which imports
+# checked in this order: the three whose rules live in the experiment module (which imports
 # torch) last, so that any other bad value fails before that import
 CONSTRAINTS = dict(
     seed=SEED, seeds=SEEDS, datasets=ListOf(Options(_datasets), unique=True),
     image_size=POWER_OF_TWO, supersample=POSITIVE_INT, n_train=Interval(int, 10),
     n_eval=Interval(int, 20), epochs=POSITIVE_INT,
     trend_epochs=ListOf(POSITIVE_INT, min_len=3, unique=True), batch_size=POSITIVE_INT,
-    lr=POSITIVE, width=POSITIVE_INT, hidden=POSITIVE_INT, latent_multiplier=Interval(int, 1, 8),
+    lr=POSITIVE, width=POSITIVE_INT, hidden=POSITIVE_INT,
     heatmap_dataset=Options(_datasets), traversal_size=POWER_OF_TWO, device=DEVICE,
     executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
-    hyper=Mapping(Options(_ch05("MODELS"))), ica_components=Options(_ch05("ICA_COMPONENTS")),
+    hyper=Mapping(Options(_ch05("MODELS"))), ica_components=Deferred(_ch05("ICA_COMPONENT_CHOICE")),
+    latent_multiplier=Deferred(_ch05("LATENT_MULTIPLIER")),
 )
 
 RULES = [

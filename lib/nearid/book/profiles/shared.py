@@ -3,6 +3,7 @@
 import re
 
 from nearid.book.params import Boolean, Options, Text
+from nearid.tasks import EXECUTOR  # noqa: F401  (the chapters' `executor` parameter: run_tasks' rule)
 
 MNIST_TRAIN, MNIST_TEST = 60_000, 10_000  # images in MNIST's training and test sets
 POWER_OF_TWO = Options(tuple(2 ** k for k in range(3, 11)))  # image sides the conv models take
@@ -39,9 +40,8 @@ def _scheduler_address(value: str) -> None:
         scheduler_address(value)
 
 
-# auto: $NEARID_EXECUTOR, else inprocess; processes: a local pool of $NEARID_WORKERS processes
-# (default one per core); dask: the scheduler below.
-EXECUTOR = Options(("auto", "inprocess", "processes", "dask"))
+# EXECUTOR: auto = $NEARID_EXECUTOR, else inprocess; processes: a local pool of $NEARID_WORKERS
+# processes (default one per core); dask: the scheduler below.
 SCHEDULER = Text(_scheduler_address, what='"" ($NEARID_SCHEDULER), a Dask scheduler address [scheme://]host:port '
                  'such as "tcp://host:8786" (scheme tcp, tls, ws, wss or ucx; tcp if left out), or "local" '
                  '(a LocalCluster of $NEARID_WORKERS processes for this run)')

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nearid.book.profiles import resolve
-from nearid.experiments import ch02_isometric as ch02
+from nearid.experiments import ch02_isometric_dgp as ch02
 from nearid.tasks import run_tasks
 
 TINY = dict(seeds=2, trend_seeds=3, deltas=[0.0, 0.5], latent_dim=2, observed_dim=6, n_train=200, n_test=120, epochs=2,

@@ -1,7 +1,9 @@
-"""Run-time environment: device choice, seeding, thread budget.
+"""Run-time environment: device choice, seeding, thread budget (``nearid.setup``,
+``nearid.pick_device``).
 
 Every chapter calls :func:`setup` first, so the same seed and profile give the same numbers
-on CPU, and parallel chapters share the cores instead of oversubscribing them.
+on CPU, and parallel chapters share the cores instead of oversubscribing them. Library
+level, so that ``import nearid`` needs nothing from the book machinery.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import numpy as np
 
 from nearid import kernels
 
-THREADS_ENV = "NEARID_NUM_THREADS"
+THREADS_ENV = kernels.THREADS_ENV
 
 
 def pick_device(preference: str = "auto") -> "torch.device":  # noqa: F821
