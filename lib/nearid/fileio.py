@@ -21,3 +21,15 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host exists (one owned by someone else counts): a
+    temporary file or lock left by a dead process may be cleaned up, never a living one's."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists, owned by another user
+        return True
+    return True

@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nearid.fileio import pid_alive
 from nearid import codehash, kernels, safeformat
 from nearid.constraints import Options
 
@@ -171,14 +172,6 @@ def task_key(task: Task, versions: str | None = None, *, code: str | None = None
 
 
 # ----------------------------------------------------------------------------- the cache
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 ENV_CACHE_KEY, ENV_CACHE_KEY_FILE = "NEARID_CACHE_KEY", "NEARID_CACHE_KEY_FILE"
@@ -320,7 +313,7 @@ class TaskCache:
                 rest = tmp.name[1:-len(".tmp")]
                 front, pid, _ = rest.rsplit(".", 2)
                 writer_host = front.split(TaskCache.SUFFIX + ".", 1)[1]
-                dead = writer_host == host and not _pid_alive(int(pid))
+                dead = writer_host == host and not pid_alive(int(pid))
                 if dead or now - tmp.stat().st_mtime > max_age:
                     tmp.unlink()
                     removed += 1

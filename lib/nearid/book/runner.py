@@ -32,7 +32,7 @@ from typing import Any
 
 from nearid import codehash, kernels
 from nearid.book import preflight, pricing, profiles
-from nearid.fileio import atomic_write_text
+from nearid.fileio import atomic_write_text, pid_alive
 
 LIB_DIR = codehash.PACKAGE_DIR
 KERNELSPEC = {"name": "python3", "language": "python", "display_name": "Python 3"}
@@ -449,14 +449,6 @@ def _stop_kernels() -> None:
             proc.wait(timeout=5)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists, owned by someone else
-    return True
 
 
 def _remove_stale_running(out_dir: Path, chapter: Chapter) -> None:
@@ -465,7 +457,7 @@ def _remove_stale_running(out_dir: Path, chapter: Chapter) -> None:
     for path in out_dir.glob(f".{chapter.key}.running.*"):
         with contextlib.suppress(ValueError, IndexError, OSError):
             pid = int(path.name.split(".running.", 1)[1].split("-", 1)[0])
-            if not _pid_alive(pid):
+            if not pid_alive(pid):
                 path.unlink()
 
 

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from nearid.fileio import pid_alive
+
 CACHE_ENV = "NEARID_DATA_CACHE"
 WORKERS_ENV = "NEARID_DATA_WORKERS"
 MIN_MB_ENV = "NEARID_DATA_CACHE_MIN_MB"
@@ -192,14 +194,6 @@ class RowWriter:
             os.close(fd)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _remove_stale_temporaries(path: Path) -> None:
@@ -208,7 +202,7 @@ def _remove_stale_temporaries(path: Path) -> None:
     for tmp in path.parent.glob(f".{path.name}.*.tmp"):
         parts = tmp.name[len(path.name) + 2:].split(".")  # host (may hold dots), pid, random, "tmp"
         if (len(parts) >= 4 and ".".join(parts[:-3]) == host and parts[-3].isdigit()
-                and not _alive(int(parts[-3]))):
+                and not pid_alive(int(parts[-3]))):
             with contextlib.suppress(OSError):
                 tmp.unlink()
 
