@@ -64,7 +64,7 @@ def _spec(name: str, profile: str, fraction: float) -> dict:
         return {"kind": "procedural", "name": name, "n": n, "image_size": P["image_size"],
                 "supersample": P["supersample"], "seed": P["seed"]}
     if name == "cells":
-        from nearid.experiments.ch06_cellpaint import SIMULATOR_PARAMS
+        from nearid.experiments.ch06_cell_microscopy import SIMULATOR_PARAMS
 
         P = p06.PROFILES[profile]
         sim = {k: P[k] for k in SIMULATOR_PARAMS}

@@ -60,7 +60,7 @@ from nearid.book.profiles import resolve
 from nearid.book.results import glue
 from nearid.data.cell_simulator import FACTORS, GENES, moved_factors, to_rgb
 from nearid.data.rxrx import EMBEDDING_DIM, load_rxrx3_core
-from nearid.experiments import ch06_cellpaint as ch06
+from nearid.experiments import ch06_cell_microscopy as ch06
 from nearid.metrics.sparsity import concentration, hoyer, top_biological_share
 from nearid.tasks import run_tasks
 from nearid.verdicts import claim
@@ -191,7 +191,7 @@ glue("n_estimators", EVAL["n_estimators"])
 # The feature sets are this code; the ICA and random rotations act on the whitened
 # control-centred features:
 #
-# ```{literalinclude} ../../lib/nearid/experiments/ch06_cellpaint.py
+# ```{literalinclude} ../../lib/nearid/experiments/ch06_cell_microscopy.py
 # :pyobject: FeatureSet.fit
 # ```
 
@@ -631,7 +631,7 @@ glue("mcc_text", f"recovers the planted factors with an MCC of {mcc['pca_ica']:.
 #
 # ## Table 6: the classifier's configuration
 #
-# Printed from the code's own configuration (`nearid.experiments.ch06_cellpaint.LIGHTGBM_PARAMS`), beside
+# Printed from the code's own configuration (`nearid.experiments.ch06_cell_microscopy.LIGHTGBM_PARAMS`), beside
 # what the paper's Table 6 lists; the rows below the line are settings Table 6 does not
 # give, chosen here.
 

@@ -8,7 +8,7 @@ from nearid.book import profiles
 from nearid.book.params import InvalidParameterError
 from nearid.book.results import COMPARISON_KEYS
 from nearid.book.runner import run_chapter
-from nearid.experiments.ch06_cellpaint import FEATURE_SETS, TABLE3_CLAIMS, TABLE4_CLAIMS
+from nearid.experiments.ch06_cell_microscopy import FEATURE_SETS, TABLE3_CLAIMS, TABLE4_CLAIMS
 from nearid.paper import TABLE3
 
 

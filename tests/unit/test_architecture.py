@@ -27,7 +27,7 @@ def _imports(path: Path) -> list[str]:
 
 def test_there_are_science_and_experiment_modules():
     rel = {str(p.relative_to(PACKAGE)) for p in SCIENCE}
-    assert {"align/families.py", "align/engine.py", "ica.py", "experiments/ch06_cellpaint.py", "data/mnist.py",
+    assert {"align/families.py", "align/engine.py", "ica.py", "experiments/ch06_cell_microscopy.py", "data/mnist.py",
             "__init__.py", "constraints.py", "env.py"} <= rel
 
 

@@ -42,6 +42,6 @@ def test_real_chapters_cover_their_own_code_only(root):
         assert "nearid.book.runner" not in modules
         assert f"nearid.book.profiles.ch{key}" in modules
         assert "nearid.book.results" in modules
-    owners = {key for key, modules in code.items() if "nearid.experiments.ch06_cellpaint" in modules}
+    owners = {key for key, modules in code.items() if "nearid.experiments.ch06_cell_microscopy" in modules}
     assert owners == {"06_cell_microscopy"}
     assert {key for key, modules in code.items() if "nearid.book.profiles.ch04_alignment" in modules} == {"04_alignment"}

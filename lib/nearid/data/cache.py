@@ -122,6 +122,7 @@ def environment_version(torch: bool = False) -> dict[str, Any]:
         import torch as _torch
 
         env["torch"] = _torch.__version__
+        kernels.configure_torch()  # the policy, not whatever this process last set
         env["onednn"] = bool(_torch.backends.mkldnn.enabled)
     return env
 

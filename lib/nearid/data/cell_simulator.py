@@ -368,7 +368,17 @@ def _plan(factors, cell_batch, batch_effects, image_size, rng, noise_sd, extra_g
                     cell_batch=cell_batch, batch_effects={k: np.asarray(v) for k, v in batch_effects.items()},
                     extra_gain=None if extra_gain is None else np.asarray(extra_gain, dtype=np.float32),
                     image_size=int(image_size), noise_sd=float(noise_sd), chunk=int(chunk),
-                    seed=int(rng.integers(2**62)), onednn=bool(torch.backends.mkldnn.enabled))
+                    seed=int(rng.integers(2**62)), onednn=_onednn())
+
+
+def _onednn() -> bool:
+    """Whether the blur's convolutions run through oneDNN: the kernels' policy
+    (:func:`nearid.kernels.configure_torch`, off under portable kernels), applied here, so the
+    pixels do not depend on whether something in this process trained a model first."""
+    from nearid import kernels
+
+    kernels.configure_torch()
+    return bool(torch.backends.mkldnn.enabled)
 
 
 def _with_states(job: _CellJob) -> _CellJob:

@@ -5,7 +5,7 @@ Recursion publishes ``OpenPhenom_rxrx3_core_embeddings.parquet`` (one row per we
 ``metadata_rxrx3_core.csv`` (columns ``well_id, experiment_name, plate, address, gene,
 treatment, SMILES, concentration, perturbation_type, cell_type``; a guide is a treatment
 ``<gene>_guide_<k>``). Neither ships with this book; :func:`load_rxrx3_core` turns them into
-the same (embeddings, well table) pair the simulator gives, so :func:`nearid.experiments.ch06_cellpaint.evaluate`
+the same (embeddings, well table) pair the simulator gives, so :func:`nearid.experiments.ch06_cell_microscopy.evaluate`
 runs on either.
 
 Controls: the paper's Table 3 uses "the same 22,062 controls" for every gene; 22,062 is the

@@ -1,11 +1,12 @@
-"""One module per chapter: the protocol each chapter runs, built from the science modules.
+"""One module per chapter, named like its notebook and its profile: the protocol each chapter
+runs, built from the science modules.
 
-=====================  ==================================================================
-``ch01_definitions``   noise and sample-size sweeps that illustrate the definitions
+=========================  ==============================================================
+``ch01_definitions``       noise and sample-size sweeps that illustrate the definitions
 ``ch02_isometric_dgp``     autoencoders on an isometric toy data-generating process
-``ch03_bilipschitz``   MNIST autoencoders with a leaky-ReLU decoder, L against alignment
-``ch04_alignment``     the model pairs of Table 1, trained or loaded, and their alignment
-``ch05_disentanglement`` Table 2: AE, AE + ICA and the baselines on procedural datasets
-``ch06_cellpaint``     Tables 3/4: a simulated cell-painting screen, PCA/ICA, LightGBM
-=====================  ==================================================================
+``ch03_bilipschitz``       MNIST autoencoders with a leaky-ReLU decoder, L against alignment
+``ch04_alignment``         the model pairs of Table 1, trained or loaded, and their alignment
+``ch05_disentanglement``   Table 2: AE, AE + ICA and the baselines on procedural datasets
+``ch06_cell_microscopy``   Tables 3/4: a simulated cell-painting screen, PCA/ICA, LightGBM
+=========================  ==============================================================
 """

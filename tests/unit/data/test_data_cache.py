@@ -170,10 +170,31 @@ OLD_CELLS = {
 
 
 @pytest.fixture
-def onednn():
+def onednn(monkeypatch):
+    """Choose torch's convolution kernels as native kernels let a process do: the simulator
+    then follows the process's setting (under portable kernels it always runs oneDNN off)."""
+    from nearid import kernels
+
     before = torch.backends.mkldnn.enabled
+    monkeypatch.setattr(kernels, "configure_torch", lambda: False)
     yield lambda on: setattr(torch.backends.mkldnn, "enabled", on)
     torch.backends.mkldnn.enabled = before
+
+
+def test_under_portable_kernels_the_pixels_ignore_the_process_setting():
+    """A process that has not trained yet still has oneDNN on; the screen must be the one a
+    chapter (oneDNN off, nearid.kernels) renders, or a task would change its own inputs."""
+    from nearid import kernels
+
+    if kernels.native_requested() or not kernels.supported()[0]:
+        pytest.skip("native kernels: the process's setting is the policy")
+    before = torch.backends.mkldnn.enabled
+    try:
+        torch.backends.mkldnn.enabled = True
+        X = cs.CellPaintingSimulator(**SMOKE, seed=0).simulate(cache=False).images
+        assert _sha(X) == OLD_CELLS[("smoke", False)]
+    finally:
+        torch.backends.mkldnn.enabled = before
 
 
 @pytest.mark.parametrize("key", list(OLD_CELLS), ids=lambda k: f"{k[0]}-onednn_{'on' if k[1] else 'off'}")
@@ -195,11 +216,11 @@ def test_cell_file_is_reused_and_keyed(tmp_path, monkeypatch, onednn):
     def must_not_render(*a, **k):
         raise AssertionError("rendered again")
 
-    monkeypatch.setattr(cs, "render_cells_to_file", must_not_render)
-    b = cs.CellPaintingSimulator(**SMOKE, seed=0).simulate(cache=True, cache_dir=tmp_path)
+    with monkeypatch.context() as m:  # only this patch is undone, not the fixture's
+        m.setattr(cs, "render_cells_to_file", must_not_render)
+        b = cs.CellPaintingSimulator(**SMOKE, seed=0).simulate(cache=True, cache_dir=tmp_path)
     np.testing.assert_array_equal(a.images, b.images)
     np.testing.assert_array_equal(a.cell_factors, b.cell_factors)
-    monkeypatch.undo()
     c = cs.CellPaintingSimulator(**SMOKE, seed=0, noise_sd=0.03).simulate(cache=True, cache_dir=tmp_path)
     assert not np.array_equal(a.images, c.images)
     onednn(True)  # torch's other convolution kernels: another file

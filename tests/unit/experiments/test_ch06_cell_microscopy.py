@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from nearid.book.profiles import resolve
-from nearid.experiments import ch06_cellpaint
+from nearid.experiments import ch06_cell_microscopy
 from nearid.paper import TABLE3, TABLE4, TABLE6_LIGHTGBM
 from nearid.tasks import Task
 
@@ -35,7 +35,7 @@ def planted(seed=0, n_batches=4, n_ctrl=40, n_pert=10, d=6):
 def test_whitening_on_controls_through_nearid_ica():
     X, wells, _ = planted()
     ctrl = wells.is_control.to_numpy()
-    fs = ch06_cellpaint.FeatureSet("pca", n_components="all", rows_per_component=None).fit(X, ctrl)
+    fs = ch06_cell_microscopy.FeatureSet("pca", n_components="all", rows_per_component=None).fit(X, ctrl)
     Z = fs.transform(X)
     np.testing.assert_allclose(Z[ctrl].mean(0), 0, atol=1e-10)
     np.testing.assert_allclose(np.cov(Z[ctrl].T), np.eye(X.shape[1]), atol=1e-8)
@@ -46,20 +46,20 @@ def test_whitening_on_controls_through_nearid_ica():
 def test_the_declared_rule_picks_the_components():
     X, wells, _ = planted(n_ctrl=40)  # 160 controls: the cap allows 16, the rank 6
     ctrl = wells.is_control.to_numpy()
-    default = ch06_cellpaint.FeatureSet("pca").fit(X, ctrl)
+    default = ch06_cell_microscopy.FeatureSet("pca").fit(X, ctrl)
     var = np.linalg.svd(X[ctrl] - X[ctrl].mean(0), compute_uv=False) ** 2
     expected = int(np.searchsorted(np.cumsum(var) / var.sum(), 0.95) + 1)
     assert default.n_components_ == expected
     assert default.variance_kept_ >= 0.95
-    assert ch06_cellpaint.FeatureSet("pca", n_components=2).fit(X, ctrl).n_components_ == 2
+    assert ch06_cell_microscopy.FeatureSet("pca", n_components=2).fit(X, ctrl).n_components_ == 2
     # the cap: 40 control rows allow at most 4 components
     few = planted(n_ctrl=10)
-    capped = ch06_cellpaint.FeatureSet("pca", n_components="all").fit(few[0], few[1].is_control.to_numpy())
+    capped = ch06_cell_microscopy.FeatureSet("pca", n_components="all").fit(few[0], few[1].is_control.to_numpy())
     assert capped.n_components_ == 4
-    for kind in ch06_cellpaint.WHITENED_SETS:
-        F = ch06_cellpaint.FeatureSet(kind, n_components=3).fit_transform(X, ctrl)
+    for kind in ch06_cell_microscopy.WHITENED_SETS:
+        F = ch06_cell_microscopy.FeatureSet(kind, n_components=3).fit_transform(X, ctrl)
         assert F.shape == (len(X), 3)
-    base = ch06_cellpaint.FeatureSet("base").fit(X, ctrl)
+    base = ch06_cell_microscopy.FeatureSet("base").fit(X, ctrl)
     assert base.n_components_ == 6 and base.converged_
 
 
@@ -67,35 +67,35 @@ def test_rotations_are_orthogonal_and_ica_unmixes():
     X, wells, S = planted(n_ctrl=300)
     ctrl = wells.is_control.to_numpy()
     kw = dict(n_components="all", rows_per_component=None)
-    R = ch06_cellpaint.FeatureSet("pca_rand", random_state=0, **kw).fit(X, ctrl).rotation_
+    R = ch06_cell_microscopy.FeatureSet("pca_rand", random_state=0, **kw).fit(X, ctrl).rotation_
     np.testing.assert_allclose(R.T @ R, np.eye(R.shape[0]), atol=1e-10)
-    ica = ch06_cellpaint.FeatureSet("pca_ica", **kw).fit(X, ctrl)
+    ica = ch06_cell_microscopy.FeatureSet("pca_ica", **kw).fit(X, ctrl)
     F = ica.transform(X)
     assert ica.converged_
     # ICA fitted on the (white) controls is a rotation: the controls stay white
     np.testing.assert_allclose(np.cov(F[ctrl].T), np.eye(6), atol=1e-6)
-    assert ch06_cellpaint.factor_recovery(F[ctrl], S[ctrl][:, :5])["mcc"] > 0.9
-    Rand = ch06_cellpaint.FeatureSet("pca_rand", **kw).fit_transform(X, ctrl)
-    assert ch06_cellpaint.factor_recovery(Rand[ctrl], S[ctrl][:, :5])["mcc"] < 0.8
-    np.testing.assert_allclose(ch06_cellpaint.FeatureSet("base").fit_transform(X, ctrl), X)
+    assert ch06_cell_microscopy.factor_recovery(F[ctrl], S[ctrl][:, :5])["mcc"] > 0.9
+    Rand = ch06_cell_microscopy.FeatureSet("pca_rand", **kw).fit_transform(X, ctrl)
+    assert ch06_cell_microscopy.factor_recovery(Rand[ctrl], S[ctrl][:, :5])["mcc"] < 0.8
+    np.testing.assert_allclose(ch06_cell_microscopy.FeatureSet("base").fit_transform(X, ctrl), X)
     with pytest.raises(ValueError, match="unknown feature set"):
-        ch06_cellpaint.FeatureSet("nope").fit(X, ctrl)
+        ch06_cell_microscopy.FeatureSet("nope").fit(X, ctrl)
     with pytest.raises(ValueError, match="ica_fit_on"):
-        ch06_cellpaint.FeatureSet("pca_ica", ica_fit_on="guides").fit(X, ctrl)
-    on_all = ch06_cellpaint.FeatureSet("pca_ica", ica_fit_on="all", **kw).fit_transform(X, ctrl)
+        ch06_cell_microscopy.FeatureSet("pca_ica", ica_fit_on="guides").fit(X, ctrl)
+    on_all = ch06_cell_microscopy.FeatureSet("pca_ica", ica_fit_on="all", **kw).fit_transform(X, ctrl)
     assert on_all.shape == F.shape and not np.allclose(on_all, F)
 
 
 def test_effect_vector_is_sparse_only_in_the_ica_basis():
     X, wells, _ = planted(n_ctrl=300, n_pert=60)
-    out = ch06_cellpaint.evaluate(X, wells, n_components="all", n_splits=2, n_estimators=20)
+    out = ch06_cell_microscopy.evaluate(X, wells, n_components="all", n_splits=2, n_estimators=20)
     sp = out["table3"]["G"]["sparsity"]
     assert sp["pca_ica"] > 0.8 and sp["pca_ica"] > sp["pca_rand"] + 0.2
     # across batches the axis-aligned basis classifies best (the batch source mixes into
     # every raw feature, and trees split along axes)
     a = out["table3"]["G"]["auroc"]
     assert a["pca_ica"] > 0.75 and a["pca_ica"] > a["base"]
-    assert set(out["table4"]) == set(out["table4_share"]) == set(ch06_cellpaint.FEATURE_SETS)
+    assert set(out["table4"]) == set(out["table4_share"]) == set(ch06_cell_microscopy.FEATURE_SETS)
     assert out["table4"]["pca_ica"] > out["table4"]["pca_rand"]
     assert out["table4_share"]["pca_ica"] > out["table4_share"]["pca_rand"]
     assert out["table3"]["G"]["guides"] == 1
@@ -112,14 +112,14 @@ def test_effect_vector_batch_matched():
                           "is_control": [True, False, True, False, True, True]})
     # batch 0: 2 - 0.5 = 1.5; batch 1: 13 - 10.5 = 2.5; mean 2; control sd of [0,10,1,11]
     sd = np.std([0, 10, 1, 11], ddof=1)
-    assert ch06_cellpaint.effect_vector(F, wells, "g")[0] == pytest.approx(2.0 / sd)
-    assert ch06_cellpaint.effect_vector(F, wells, "g", batches=[1])[0] == pytest.approx(2.5 / sd)
+    assert ch06_cell_microscopy.effect_vector(F, wells, "g")[0] == pytest.approx(2.0 / sd)
+    assert ch06_cell_microscopy.effect_vector(F, wells, "g", batches=[1])[0] == pytest.approx(2.5 / sd)
     with pytest.raises(ValueError, match="no wells in batches"):
-        ch06_cellpaint.effect_vector(F, wells, "g", batches=[7])
+        ch06_cell_microscopy.effect_vector(F, wells, "g", batches=[7])
 
 
 def test_cross_batch_scores_hold_out_whole_batches_and_classifier_config():
-    clf = ch06_cellpaint.make_classifier(n_estimators=10, seed=0)
+    clf = ch06_cell_microscopy.make_classifier(n_estimators=10, seed=0)
     params = clf.get_params()
     for k, v in TABLE6_LIGHTGBM.items():
         assert params[k] == v
@@ -128,15 +128,15 @@ def test_cross_batch_scores_hold_out_whole_batches_and_classifier_config():
     batches = np.repeat(np.arange(6), 20)
     F = rng.normal(size=(120, 3))
     F[:, 0] += 2.5 * y
-    scores, fold = ch06_cellpaint.cross_batch_scores(F, y, batches, n_splits=3, n_estimators=30)
+    scores, fold = ch06_cell_microscopy.cross_batch_scores(F, y, batches, n_splits=3, n_estimators=30)
     assert set(fold) == {0, 1, 2} and np.isfinite(scores).all()
     for b in range(6):
         assert len(set(fold[batches == b])) == 1  # a batch lies in one fold
-    assert ch06_cellpaint.cross_batch_auroc(F, y, batches, n_splits=3, n_estimators=30) > 0.9
-    noise = ch06_cellpaint.cross_batch_auroc(rng.normal(size=(120, 3)), y, batches, n_estimators=30)
+    assert ch06_cell_microscopy.cross_batch_auroc(F, y, batches, n_splits=3, n_estimators=30) > 0.9
+    noise = ch06_cell_microscopy.cross_batch_auroc(rng.normal(size=(120, 3)), y, batches, n_estimators=30)
     assert 0.25 < noise < 0.75
     with pytest.raises(ValueError, match="2 batches"):
-        ch06_cellpaint.cross_batch_auroc(F, y, np.zeros(120), n_estimators=5)
+        ch06_cell_microscopy.cross_batch_auroc(F, y, np.zeros(120), n_estimators=5)
 
 
 def _per_fold(gap, metric="auroc", n=30, seed=0):
@@ -151,15 +151,15 @@ def _per_fold(gap, metric="auroc", n=30, seed=0):
 
 
 def test_table3_verdicts_are_paired_intervals():
-    held = ch06_cellpaint.table3_verdicts(_per_fold(0.05))
-    assert set(held) == set(ch06_cellpaint.TABLE3_CLAIMS)
+    held = ch06_cell_microscopy.table3_verdicts(_per_fold(0.05))
+    assert set(held) == set(ch06_cell_microscopy.TABLE3_CLAIMS)
     assert held["auroc_ica_gt_pca"].verdict == "holds" and held["auroc_ica_gt_pca"].n == 30
     assert held["auroc_ica_gt_pca"].estimate == pytest.approx(0.05, abs=0.01)
     assert held["sparsity_ica_gt_rand"].verdict == "holds"
-    assert ch06_cellpaint.table3_verdicts(_per_fold(-0.05))["auroc_ica_gt_pca"].verdict == "fails"
+    assert ch06_cell_microscopy.table3_verdicts(_per_fold(-0.05))["auroc_ica_gt_pca"].verdict == "fails"
     # paired: the shared per-unit level cancels, so a tiny but steady gap still decides
-    assert ch06_cellpaint.table3_verdicts(_per_fold(0.02))["auroc_ica_gt_rand"].verdict == "holds"
-    tie = ch06_cellpaint.table3_verdicts(_per_fold(0.0))["auroc_pca_gt_base"]
+    assert ch06_cell_microscopy.table3_verdicts(_per_fold(0.02))["auroc_ica_gt_rand"].verdict == "holds"
+    tie = ch06_cell_microscopy.table3_verdicts(_per_fold(0.0))["auroc_pca_gt_base"]
     assert tie.verdict == "inconclusive"
 
 
@@ -170,21 +170,21 @@ def test_table4_verdicts_bootstrap_over_wells():
     A[labels == "g", :2] += 1.5  # biology on two axes
     R = np.linalg.qr(rng.normal(size=(8, 8)))[0]
     feats = {"pca_ica": A, "pca_rand": A @ R, "base": rng.normal(size=(400, 8))}
-    v = ch06_cellpaint.table4_verdicts(feats, labels, n_boot=300)
+    v = ch06_cell_microscopy.table4_verdicts(feats, labels, n_boot=300)
     assert v["concentration_ica_gt_rand"].verdict == "holds" and v["concentration_ica_gt_rand"].n == 400
     assert v["concentration_rand_gt_base"].verdict == "holds"
-    same = ch06_cellpaint.table4_verdicts({"pca_ica": A, "pca_rand": A, "base": A}, labels, n_boot=100)
+    same = ch06_cell_microscopy.table4_verdicts({"pca_ica": A, "pca_rand": A, "base": A}, labels, n_boot=100)
     assert same["concentration_ica_gt_rand"].verdict == "inconclusive"
 
 
 def test_paper_difference_and_comparison():
     ica_pca = np.mean([r["auroc"][2] - r["auroc"][1] for r in TABLE3.values()])
-    assert ch06_cellpaint.paper_difference("auroc", "pca_ica", "pca") == pytest.approx(ica_pca)
-    assert ch06_cellpaint.paper_difference("concentration", "pca_rand", "base") == pytest.approx(
+    assert ch06_cell_microscopy.paper_difference("auroc", "pca_ica", "pca") == pytest.approx(ica_pca)
+    assert ch06_cell_microscopy.paper_difference("concentration", "pca_rand", "base") == pytest.approx(
         TABLE4["pca_rand"] - TABLE4["base"])
-    t3 = {g: {"auroc": dict.fromkeys(ch06_cellpaint.FEATURE_SETS, 0.6),
-              "sparsity": dict.fromkeys(ch06_cellpaint.FEATURE_SETS, 0.2), "guides": 1} for g in TABLE3}
-    rows = ch06_cellpaint.paper_comparison(t3, dict.fromkeys(ch06_cellpaint.FEATURE_SETS, 0.3))
+    t3 = {g: {"auroc": dict.fromkeys(ch06_cell_microscopy.FEATURE_SETS, 0.6),
+              "sparsity": dict.fromkeys(ch06_cell_microscopy.FEATURE_SETS, 0.2), "guides": 1} for g in TABLE3}
+    rows = ch06_cell_microscopy.paper_comparison(t3, dict.fromkeys(ch06_cell_microscopy.FEATURE_SETS, 0.3))
     assert len(rows) == len(TABLE3) * 8 + 4
     mtor = [r for r in rows if r["row"] == "MTOR" and r["column"] == "AUROC PCA + ICA"]
     assert mtor == [dict(table="Table 3", row="MTOR", column="AUROC PCA + ICA", ours=0.6,
@@ -193,51 +193,51 @@ def test_paper_difference_and_comparison():
 
 def test_component_sweep_reuses_embeddings_and_caps_by_rank():
     X, wells, _ = planted(n_ctrl=60, n_pert=15)
-    sweep = ch06_cellpaint.component_sweep(X, wells, grid=(2, 4, 64), n_splits=2, n_estimators=10, n_boot=100)
+    sweep = ch06_cell_microscopy.component_sweep(X, wells, grid=(2, 4, 64), n_splits=2, n_estimators=10, n_boot=100)
     scores, intervals = sweep["scores"], sweep["intervals"]
     assert sorted(set(scores.n_components)) == [2, 4, 6]  # 64 capped by the rank (6 columns)
-    assert set(scores.feature_set) == set(ch06_cellpaint.WHITENED_SETS)
+    assert set(scores.feature_set) == set(ch06_cell_microscopy.WHITENED_SETS)
     assert scores.loc[scores.n_components == 6, "variance_kept"].eq(1.0).all()
     assert scores.concentration.between(0, 1).all() and scores.share.between(0.25, 1).all()
-    assert set(intervals.claim) == {c for c, v in ch06_cellpaint.TABLE3_CLAIMS.items() if "base" not in v[1:3]}
+    assert set(intervals.claim) == {c for c, v in ch06_cell_microscopy.TABLE3_CLAIMS.items() if "base" not in v[1:3]}
     assert set(intervals.verdict) <= {"holds", "fails", "inconclusive"}
 
 
 def test_orderings_gone_and_checks():
     X, wells, _ = planted()
     with pytest.raises(ValueError, match="lacks columns"):
-        ch06_cellpaint.evaluate(X, wells.drop(columns=["guide"]))
+        ch06_cell_microscopy.evaluate(X, wells.drop(columns=["guide"]))
     with pytest.raises(ValueError, match="rows"):
-        ch06_cellpaint.evaluate(X[:-1], wells)
-    assert not hasattr(ch06_cellpaint, "orderings")  # no strict-> counts any more
+        ch06_cell_microscopy.evaluate(X[:-1], wells)
+    assert not hasattr(ch06_cell_microscopy, "orderings")  # no strict-> counts any more
 
 
 def test_batch_share():
     _, wells, S = planted()
     # source 5 is the batch: batch variance 4 * 1.25 = 5 against unit within-batch variance
-    assert ch06_cellpaint.batch_share(S[:, [5, 5, 5]], wells) == pytest.approx(5 / 6, abs=0.05)
-    assert ch06_cellpaint.batch_share(S[:, :5], wells) < 0.1
+    assert ch06_cell_microscopy.batch_share(S[:, [5, 5, 5]], wells) == pytest.approx(5 / 6, abs=0.05)
+    assert ch06_cell_microscopy.batch_share(S[:, :5], wells) < 0.1
 
 
 def test_plan_is_one_mae_task_per_budget_and_dry_run_cuts_them():
     P = resolve("06", "quick")
-    tasks = ch06_cellpaint.plan(P)
+    tasks = ch06_cell_microscopy.plan(P)
     # the chapter's own budget first, then the other budgets of the scale trend
     assert [t.kwargs["mae"]["epochs"] for t in tasks] == [12, 3, 6]
     task = tasks[0]
     assert isinstance(task, Task) and task.kind == "mae" and task.gpu
     assert task.kwargs["max_steps"] is None
     cells = 6 * (48 + 15 * 3) * 12
-    assert ch06_cellpaint.n_cells(task.kwargs["simulator"]) == cells
+    assert ch06_cell_microscopy.n_cells(task.kwargs["simulator"]) == cells
     assert task.steps == P.epochs * math.ceil(cells / P.batch_size)
-    dry = ch06_cellpaint.plan(resolve("06", "full", {"dry_run": True}))[0]
-    assert dry.kwargs["max_steps"] == ch06_cellpaint.DRY_RUN_STEPS
-    assert dry.kwargs["simulator"]["cells_per_well"] == ch06_cellpaint.DRY_RUN_CELLS
+    dry = ch06_cell_microscopy.plan(resolve("06", "full", {"dry_run": True}))[0]
+    assert dry.kwargs["max_steps"] == ch06_cell_microscopy.DRY_RUN_STEPS
+    assert dry.kwargs["simulator"]["cells_per_well"] == ch06_cell_microscopy.DRY_RUN_CELLS
     assert dry.kwargs["mae"]["embed_dim"] == 192  # the model keeps full's shape
-    assert ch06_cellpaint.evaluation_params(resolve("06", "full", {"dry_run": True}))["n_estimators"] == 10
-    assert ch06_cellpaint.evaluation_params(P)["n_estimators"] == 100
-    assert ch06_cellpaint.sweep_grid(P) == P.component_grid
-    assert ch06_cellpaint.sweep_grid(resolve("06", "full", {"dry_run": True})) == [4]
+    assert ch06_cell_microscopy.evaluation_params(resolve("06", "full", {"dry_run": True}))["n_estimators"] == 10
+    assert ch06_cell_microscopy.evaluation_params(P)["n_estimators"] == 100
+    assert ch06_cell_microscopy.sweep_grid(P) == P.component_grid
+    assert ch06_cell_microscopy.sweep_grid(resolve("06", "full", {"dry_run": True})) == [4]
 
 
 def test_plan_is_empty_for_real_data(tmp_path):
@@ -245,12 +245,12 @@ def test_plan_is_empty_for_real_data(tmp_path):
         (tmp_path / name).write_text("")
     P = resolve("06", "smoke", {"rxrx_embeddings": str(tmp_path / "e.parquet"),
                                 "rxrx_metadata": str(tmp_path / "m.csv")})
-    assert ch06_cellpaint.plan(P) == []
+    assert ch06_cell_microscopy.plan(P) == []
 
 
 def test_screen_embeddings_task_returns_plain_data():
     P = resolve("06", "smoke", {"n_batches": 2, "controls_per_batch": 2, "n_splits": 2, "trend_epochs": [1]})
-    (task,) = ch06_cellpaint.plan(P)
+    (task,) = ch06_cell_microscopy.plan(P)
     out = Task(task.fn, dict(task.kwargs, max_steps=1, device="cpu"))()
     n_wells = 2 * (2 + 15)
     assert out["embeddings"].shape == (n_wells, P.embed_dim) and np.isfinite(out["embeddings"]).all()
@@ -264,8 +264,8 @@ def test_screen_embeddings_task_returns_plain_data():
 def test_scale_trend_decides_every_claim_at_every_budget():
     P = resolve("06", "smoke", {"n_batches": 3, "controls_per_batch": 4, "n_splits": 3})
     embeddings = {t.kwargs["mae"]["epochs"]: Task(t.fn, dict(t.kwargs, max_steps=2, device="cpu"))()
-                  for t in ch06_cellpaint.plan(P)}
-    trend = ch06_cellpaint.scale_trend(embeddings, n_boot=50, **ch06_cellpaint.evaluation_params(P))
+                  for t in ch06_cell_microscopy.plan(P)}
+    trend = ch06_cell_microscopy.scale_trend(embeddings, n_boot=50, **ch06_cell_microscopy.evaluation_params(P))
     assert sorted(trend.epochs.unique()) == [1, 2]
-    assert set(trend.claim) == set(ch06_cellpaint.TABLE3_CLAIMS) | set(ch06_cellpaint.TABLE4_CLAIMS)
+    assert set(trend.claim) == set(ch06_cell_microscopy.TABLE3_CLAIMS) | set(ch06_cell_microscopy.TABLE4_CLAIMS)
     assert set(trend.verdict) <= {"holds", "fails", "inconclusive"}
