@@ -101,7 +101,9 @@ def images_to_tensor(images: np.ndarray) -> torch.Tensor:
     images = np.asarray(images)
     if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
         raise ValueError(f"expected uint8 images (N, H, W, 3), got {images.dtype} {images.shape}")
-    return torch.from_numpy(images).permute(0, 3, 1, 2).float().div_(255.0).contiguous()
+    with warnings.catch_warnings():  # a read-only memory map (nearid.data.cache): .float() copies
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")  # before div_ writes
+        return torch.from_numpy(images).permute(0, 3, 1, 2).float().div_(255.0).contiguous()
 
 
 @functools.lru_cache(maxsize=1)
