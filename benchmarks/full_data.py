@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
@@ -39,18 +38,9 @@ import threading
 import time
 from pathlib import Path
 
+from nearid.kernels import cpu_model
+
 DATASETS = ("shapes3d", "mpi3d", "falcor3d", "isaac3d")
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _spec(name: str, profile: str, fraction: float) -> dict:
@@ -168,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cache_dir = Path(args.cache_dir) if args.cache_dir else Path(tempfile.mkdtemp(prefix="nearid-full-data-"))
     rows = []
-    print(f"CPU: {_cpu_model()}, {os.cpu_count()} cores; profile {args.profile}, fraction {args.fraction}; "
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; profile {args.profile}, fraction {args.fraction}; "
           f"cache {cache_dir}", flush=True)
     header = (f"{'data set':10s} {'shape':>22s} {'GB':>6s} {'step':>5s} {'wall s':>7s} {'cpu s':>7s} "
               f"{'RSS main MB':>11s} {'RSS worker MB':>13s} {'RSS total MB':>12s}")
@@ -187,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.cache_dir and not args.keep:
             shutil.rmtree(cache_dir, ignore_errors=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"cpu": _cpu_model(), "cores": os.cpu_count(),
+        Path(args.json).write_text(json.dumps({"cpu": cpu_model(), "cores": os.cpu_count(),
                                                "rows": rows}, indent=1) + "\n")
     return 0
 
