@@ -8,7 +8,7 @@ import pytest
 from chapter_checks import assert_exercises_ran, assert_matches_reference, assert_verdicts
 
 from nearid.book.runner import run_chapter
-from nearid.paper import TABLE1, TABLE1_LABELS
+from nearid.paper import TABLE1, TABLE1_LABELS, TABLE1_STAND_INS
 from nearid.verdicts import VERDICTS
 
 PAIRS = {"gpt_neox_seeds", "mae_timm_vs_ours", "cnn_widths", "resnet18_seeds", "sentence_encoders"}
@@ -43,12 +43,12 @@ def test_chapter_04_table_and_verdicts(smoke):
         links = [r["verdict"] for r in res["order_links"] if r["pair"] == pair]
         assert word == ("holds" if all(v == "holds" for v in links) else
                         "fails" if "fails" in links else "inconclusive")
-    assert res["n_ordering_holds"] == sum(res["ordering"][p] == "holds" for p in TABLE1)
+    assert res["n_ordering_holds"] == sum(res["ordering"][p] == "holds" for p in TABLE1_STAND_INS)
     comparison = res["paper_comparison"]
     assert len(comparison) == 5 * len(TABLE1)
     assert {r["row"] for r in comparison} == set(TABLE1_LABELS.values())
     assert all(r["table"] == "Table 1" and isinstance(r["ours"], float) for r in comparison)
-    assert res["split"]["resnet18"]["dim_a"] == 512
+    assert res["split"]["resnet18_seeds"]["dim_a"] == 512
     assert res["split"]["sentence_encoders"]["dim_b"] == 384
     assert all(1 <= k <= 55 for s in res["split"].values() for k in s["components"])  # rows/10 cap
     assert res["models"]["gpt_neox_seeds"]["source"] == "trained"
@@ -65,7 +65,7 @@ def test_chapter_04_sensitivity_and_trend(smoke):
         if r["rule"]:
             assert r["ica"] == res["table1"][r["pair"]]["ica"]
     trend = res["scale_trend"]
-    assert {r["pair"] for r in trend["table"]} == set(TABLE1)
+    assert {r["pair"] for r in trend["table"]} == set(TABLE1_STAND_INS)
     assert len(trend["table"]) == len(TABLE1) * len(res["params"]["trend_fractions"])
     assert all(v["verdict"] in VERDICTS for v in trend["difference"].values())
     # one code path per number: the trend's full fraction is Table 1, digit for digit
