@@ -445,3 +445,16 @@ def test_force_from_the_caller_is_kept_for_the_kernel(tmp_path, monkeypatch):
     with runner._kernel_environment(tmp_path, force=True):
         assert os.environ["NEARID_FORCE"] == "1"
     assert "NEARID_FORCE" not in os.environ
+
+
+def test_chapters_in_threads_leave_the_environment_as_they_found_it(tmp_path, monkeypatch):
+    """run_book runs chapters in threads: interleaved entries and exits must restore the
+    caller's environment once, not leave one chapter's task cache behind."""
+    monkeypatch.delenv("NEARID_TASK_CACHE", raising=False)
+    a, b = runner._kernel_environment(tmp_path / "a", force=False), runner._kernel_environment(tmp_path / "b", force=False)
+    a.__enter__()
+    b.__enter__()
+    a.__exit__(None, None, None)
+    assert "NEARID_TASK_CACHE" in os.environ  # b still runs
+    b.__exit__(None, None, None)
+    assert "NEARID_TASK_CACHE" not in os.environ

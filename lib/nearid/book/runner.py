@@ -334,26 +334,44 @@ def _annotate_parameters(nb_path: Path, chapter: Chapter, profile: str, override
 TASK_CACHE = Path(".cache") / "tasks"  # under the project root; NEARID_TASK_CACHE overrides
 
 
+_ENV_LOCK = threading.Lock()
+_ENV_USERS = 0  # runs in this process inside _kernel_environment (run_book runs chapters in threads)
+_ENV_SAVED: dict[str, str | None] = {}
+
+
 @contextlib.contextmanager
 def _kernel_environment(root: Path, force: bool):
     """What the chapter's kernel inherits: where finished sweep tasks are kept
     (:mod:`nearid.tasks`), whether ``--force`` asked to recompute them, and its thread count
-    (:func:`kernel_threads`, for torch and the BLAS libraries alike)."""
-    saved = {k: os.environ.get(k) for k in ("NEARID_TASK_CACHE", "NEARID_FORCE", *kernels.THREAD_VARS)}
-    threads = str(kernel_threads())
-    os.environ.setdefault("NEARID_TASK_CACHE", str(root / TASK_CACHE))
-    # --force turns it on; without it the caller's own NEARID_FORCE=1 is kept, not undone.
-    os.environ["NEARID_FORCE"] = "1" if force else os.environ.get("NEARID_FORCE") or "0"
-    for var in kernels.THREAD_VARS:
-        os.environ[var] = threads
+    (:func:`kernel_threads`, for torch and the BLAS libraries alike).
+
+    ``os.environ`` is the process's: chapters that run in threads at once share one save and
+    one restore (the first in saves, the last out restores), so an interleaving cannot leave a
+    chapter's ``NEARID_TASK_CACHE`` behind for the rest of the process."""
+    global _ENV_USERS
+    names = ("NEARID_TASK_CACHE", "NEARID_FORCE", *kernels.THREAD_VARS)
+    with _ENV_LOCK:
+        if _ENV_USERS == 0:
+            _ENV_SAVED.clear()
+            _ENV_SAVED.update({k: os.environ.get(k) for k in names})
+        _ENV_USERS += 1
+        threads = str(kernel_threads())
+        os.environ.setdefault("NEARID_TASK_CACHE", str(root / TASK_CACHE))
+        # --force turns it on; without it the caller's own NEARID_FORCE=1 is kept, not undone.
+        os.environ["NEARID_FORCE"] = "1" if force else _ENV_SAVED.get("NEARID_FORCE") or "0"
+        for var in kernels.THREAD_VARS:
+            os.environ[var] = threads
     try:
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        with _ENV_LOCK:
+            _ENV_USERS -= 1
+            if _ENV_USERS == 0:
+                for k, v in _ENV_SAVED.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
 
 
 _KERNELS: set = set()  # provisioners of the kernels this process has started and not seen end
