@@ -13,6 +13,18 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("NEARID_CACHE_KEY", "nearid-test-suite")
 
 
+@pytest.fixture(autouse=True)
+def _nearid_environment_is_left_as_found():
+    """A test (or the code it calls) that leaves a NEARID_* variable behind changes what every
+    later test in the process does: a leaked NEARID_TASK_CACHE served one test's cached results
+    to another. Fail the test that leaked it, not the one that tripped over it."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("NEARID_")}
+    yield
+    after = {k: v for k, v in os.environ.items() if k.startswith("NEARID_")}
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"the test left these environment variables changed: {', '.join(changed)}"
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT

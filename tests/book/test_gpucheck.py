@@ -2,6 +2,7 @@
 runs (stubbed runner and plan) and lands in one report."""
 
 import json
+import os
 
 from nearid.book import gpucheck
 from nearid.book.gpucheck import StepResult
@@ -17,10 +18,12 @@ def test_without_cuda_it_says_so_and_exits_0(tmp_path, monkeypatch, capsys):
 
 
 def test_with_a_pretend_device_every_step_lands_in_the_report(tmp_path, root, monkeypatch):
-    runs = []
+    runs, caches = [], set()
+    monkeypatch.delenv("NEARID_TASK_CACHE", raising=False)
 
     def fake_run(chapter, profile, overrides, *, out_dir, force, root):
         runs.append((chapter, profile, dict(overrides)))
+        caches.add(os.environ.get("NEARID_TASK_CACHE"))
         if chapter.startswith("06") and overrides.get("dry_run"):
             raise RuntimeError("CUDA out of memory")
 
@@ -35,6 +38,8 @@ def test_with_a_pretend_device_every_step_lands_in_the_report(tmp_path, root, mo
     assert all(r[2].get("device") == "cuda" for r in smoke if not r[0].startswith(("01", "07")))
     assert all(r[2] == {"dry_run": True, **({"device": "cuda"} if "device" in r[2] else {})} for r in runs
                if r[1] == "full")
+    assert caches == {str(tmp_path / "gpu" / "tasks")}, "the chapters use the check's own task cache"
+    assert "NEARID_TASK_CACHE" not in os.environ, "and it is gone after the check (it served later tests' tasks)"
     assert report["status"] == "NOT OK"  # the full dry run of 06 failed, and the report says where
     names = [s["name"] for s in report["steps"]]
     assert names == ["smoke on CUDA", "smoke on CUDA vs the CPU reference", "full dry run on CUDA",

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,6 +201,20 @@ def write_report(out_dir: Path, report: dict[str, Any]) -> None:
     (out_dir / "report.md").write_text("\n".join(lines) + "\n")
 
 
+@contextlib.contextmanager
+def _task_cache(folder: Path) -> Iterator[None]:
+    """Point the chapters at the check's own task cache (unless the caller chose one) for the
+    length of the check only: a cache left in ``os.environ`` would serve these results to
+    every later task in the process."""
+    chosen = os.environ.get("NEARID_TASK_CACHE")
+    os.environ["NEARID_TASK_CACHE"] = chosen or str(folder)
+    try:
+        yield
+    finally:
+        if chosen is None:
+            os.environ.pop("NEARID_TASK_CACHE", None)
+
+
 def check(out_dir: Path = DEFAULT_OUT, root: Path | None = None, devices: list[str] | None = None,
           run: Callable[..., Any] | None = None, plan: Callable[[Path, float], StepResult] | None = None) -> dict:
     """Run the check (see the module) and return its report; ``devices``, ``run`` and ``plan``
@@ -217,14 +231,14 @@ def check(out_dir: Path = DEFAULT_OUT, root: Path | None = None, devices: list[s
                              "run `make check-gpu` where `nvidia-smi` lists a GPU.")
         write_report(out_dir, report)
         return report
-    os.environ.setdefault("NEARID_TASK_CACHE", str(out_dir / "tasks"))  # never the book's cache
-    smoke = run_chapters("smoke", {}, out_dir / "smoke", root, BUDGET_S["smoke"], run=run)
-    steps = [smoke]
-    if not smoke.detail["failed"]:
-        steps.append(compare_with_reference(out_dir / "smoke", root))
-    steps.append(run_chapters("full", {"dry_run": True}, out_dir / "full-dry-run", root, BUDGET_S["full_dry_run"],
-                              run=run))
-    steps.append((plan or plan_full)(out_dir, BUDGET_S["plan"]))
+    with _task_cache(out_dir / "tasks"):  # never the book's cache
+        smoke = run_chapters("smoke", {}, out_dir / "smoke", root, BUDGET_S["smoke"], run=run)
+        steps = [smoke]
+        if not smoke.detail["failed"]:
+            steps.append(compare_with_reference(out_dir / "smoke", root))
+        steps.append(run_chapters("full", {"dry_run": True}, out_dir / "full-dry-run", root,
+                                  BUDGET_S["full_dry_run"], run=run))
+        steps.append((plan or plan_full)(out_dir, BUDGET_S["plan"]))
     report["steps"] = [asdict(s) for s in steps]
     report["status"] = "ok" if all(s.ok for s in steps) else "NOT OK"
     write_report(out_dir, report)
