@@ -325,7 +325,7 @@ results.save(results_path, {
     "verdicts": claims,
 }, params=P, profile=profile)
 
-# %% [markdown]
+# %% [markdown] tags=["new-page:exercises"]
 # ## Exercises
 #
 # ```{exercise} Almost Gaussian sources

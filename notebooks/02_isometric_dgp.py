@@ -421,7 +421,7 @@ results.save(results_path, {
     "hypotheses": hypotheses,
 }, params=P, profile=profile)
 
-# %% [markdown]
+# %% [markdown] tags=["new-page:exercises"]
 # ## Exercises
 #
 # ```{exercise} Gaussian factors

@@ -541,7 +541,7 @@ results.save(results_path, {
     "dry_run": P.dry_run,
 }, params=P, profile=profile)
 
-# %% [markdown]
+# %% [markdown] tags=["new-page:exercises"]
 # ## Exercises
 #
 # ```{exercise} Change a parameter and predict

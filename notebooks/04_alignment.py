@@ -520,7 +520,7 @@ glue("trend_words", ch04_alignment.trend_reading([v.verdict for v in trend_rows.
 # {glue:text}`sent_linear:.3f` on Shakespeare lines: real pretrained models, a real text
 # distribution, the same measurement.
 
-# %% [markdown]
+# %% [markdown] tags=["new-page:layers"]
 # (ch04-layers)=
 # ## Layer by layer
 #
@@ -615,7 +615,7 @@ results.save(results_path, {
     "dry_run": P.dry_run,
 }, params=P, profile=profile)
 
-# %% [markdown]
+# %% [markdown] tags=["new-page:exercises"]
 # ## Exercises
 #
 # ```{exercise} Gaussian codes

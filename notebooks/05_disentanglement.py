@@ -395,7 +395,7 @@ glue("ica_variance_min", min(v["variance_kept"] for v in bench.ica_components.va
 glue("infoe_unconverged", bench.infoe_unconverged)
 glue("infoe_fits", bench.infoe_fits)
 
-# %% [markdown]
+# %% [markdown] tags=["new-page:ica-step"]
 # ## What the ICA step changes
 #
 # The NMI matrices of {numref}`fig-05-nmi` show where each factor's information sits, in
@@ -559,7 +559,7 @@ payload = {
     "verdicts": verdicts,
     "paper_comparison": paper_comparison(summary, list(P.datasets)),
     "scale_trend": trend.to_dict(orient="records"),
-    "ica_components": P.ica_components,
+    "ica_keep": P.ica_keep,
     "latent_multiplier": P.latent_multiplier,
     "n_datasets": len(P.datasets),
     "seeds": [P.seed + i for i in range(P.seeds)],
@@ -572,7 +572,7 @@ payload = {
 }
 results.save(results_path, payload, params=P, profile=profile)
 
-# %% [markdown]
+# %% [markdown] tags=["new-page:exercises"]
 # ## Exercises
 #
 # ```{exercise}

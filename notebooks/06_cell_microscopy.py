@@ -137,18 +137,18 @@ if P.dry_run:
 # ```
 
 # %% tags=["remove-cell"]
-if isinstance(P.n_components, float):
-    rule_text = (f"the leading principal components that hold {100 * P.n_components:.0f}% of the "
+if isinstance(P.ica_components, float):
+    rule_text = (f"the leading principal components that hold {100 * P.ica_components:.0f}% of the "
                  "control wells' variance")
-elif P.n_components == "all":
+elif P.ica_components == "all":
     rule_text = "every principal direction of the control wells with non-zero variance"
 else:
-    rule_text = f"the {P.n_components} leading principal components of the control wells"
+    rule_text = f"the {P.ica_components} leading principal components of the control wells"
 cap_text = (f"at most one component per {P.rows_per_component} control wells" if P.rows_per_component
             else "no cap from the number of control wells")
 glue("rule_text", rule_text)
 glue("cap_text", cap_text)
-glue("grid_text", ", ".join(map(str, P.component_grid)))
+glue("grid_text", ", ".join(map(str, P.ica_grid)))
 glue("rxrx_dim", EMBEDDING_DIM)
 glue("rxrx_controls", f"{paper.TABLE3_N_CONTROLS:,}")
 glue("n_factors", len(FACTORS))
@@ -168,7 +168,7 @@ glue("n_estimators", EVAL["n_estimators"])
 #   embeddings as they are. *PCA*: {term}`whitening <Whitening>` fitted on the control wells
 #   (the paper's "PCA (whitening)") onto {glue:text}`rule_text`, with {glue:text}`cap_text`
 #   (`nearid.ica`'s rule, so that FastICA has rows enough for every component; parameters
-#   `n_components` and `rows_per_component`). *PCA + ICA*: the whitened features rotated by
+#   `ica_components` and `rows_per_component`). *PCA + ICA*: the whitened features rotated by
 #   FastICA (logcosh contrast) fitted on {glue:text}`ica_rows`. *PCA + Rand*: the whitened
 #   features rotated by a seeded random rotation (Haar measure).
 # - **Cross-batch classification**: each guide is its own experiment, its wells against all
@@ -457,7 +457,7 @@ plt.show()
 # direction. The verdicts of the previous section are those of the declared rule; this
 # figure is for reading them, not for choosing a $k$ after the fact.
 
-# %% [markdown]
+# %% [markdown] tags=["new-page:table4"]
 # (ch06-table4)=
 # ## Table 4: concentration of biological variation
 
@@ -667,14 +667,14 @@ if emb is not None:
 results.save(results_path, payload, params=P, profile=profile)
 print(f"chapter body ran in {payload['seconds']:.0f} s")
 
-# %% [markdown]
+# %% [markdown] tags=["new-page:exercises"]
 # ## Exercises
 #
 # ```{exercise} Whiten onto every direction
 # :label: ex-06-components
 #
 # The chapter's first version whitened onto all directions of the control wells
-# (`nearid run 06 -p n_components=all -p rows_per_component=0`). Before running it, predict
+# (`nearid run 06 -p ica_components=all -p rows_per_component=0`). Before running it, predict
 # from {numref}`fig-06-components`: do PCA + ICA's AUROC and its lead over PCA + Rand go up
 # or down, and does FastICA still converge?
 # ```
@@ -718,7 +718,7 @@ glue("ex_kmax_auc", float(scores[(scores.n_components == k_max) & (scores.featur
 
 # %%
 # Refit only PCA + ICA on the same embeddings; sparsity and concentration need no classifier.
-alt = ch06.feature_sets(X_wells, wells, kinds=("pca_ica",), n_components=P.n_components,
+alt = ch06.feature_sets(X_wells, wells, kinds=("pca_ica",), n_components=P.ica_components,
                         rows_per_component=P.rows_per_component or None, ica_fit_on="all", seed=P.seed)["pca_ica"]
 guides = [g for gs in ch06.guides_of(wells).values() for g in gs]
 for name, F in (("ICA on controls", features["pca_ica"]), ("ICA on all wells", alt)):

@@ -24,6 +24,7 @@ from nearid.align import (
     check_pair,
     compare,
     latent_diameter,
+    split_rows,
 )
 from nearid.ica import WhitenedICA
 from nearid.metrics.recovery import mean_corr_coef
@@ -90,9 +91,7 @@ def structural_scores(Z, U, fit_fraction: float = 0.5, seed: int = 0,
     """
     Z, U = check_pair(Z, U, min_rows=6)
     n = Z.shape[0]
-    order = np.random.default_rng(seed).permutation(n)
-    n_fit = int(round(fit_fraction * n))
-    fit, ev = order[:n_fit], order[n_fit:]
+    fit, ev = split_rows(n, fit_fraction, seed)  # the rows alignment_table fits and scores on
     diameter = latent_diameter(U[ev])
     ica = WhitenedICA(n_components=ica_components, random_state=seed, max_iter=ica_max_iter).fit(Z[fit])
     S = ica.transform(Z)

@@ -17,7 +17,7 @@ def built_book(tmp_path_factory, root, mnist_root):
     site = tmp_path_factory.mktemp("book")
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(root / name, site / name)
-    shutil.copytree(root / "book", site / "book", ignore=shutil.ignore_patterns("executed"))
+    shutil.copytree(root / "book", site / "book", ignore=shutil.ignore_patterns("executed", "pages"))
     for name in ("notebooks", "data", "lib"):
         (site / name).symlink_to(root / name)
     status = runner.run_book("smoke", jobs=1, root=site, progress=False)
@@ -33,9 +33,24 @@ def test_index_links_every_chapter(built_book, root):
     assert "book/intro.html" in (built_book / "index.html").read_text()  # jupyter-book's redirect
     index = (built_book / "book" / "intro.html").read_text()
     for ch in runner.list_chapters(root):
-        assert f"executed/{ch.key}.html" in index
-        page = (built_book / "book" / "executed" / f"{ch.key}.html").read_text()
+        assert f"pages/{ch.key}.html" in index
+        page = (built_book / "book" / "pages" / f"{ch.key}.html").read_text()
         assert "<img" in page, f"{ch.key} shows no figure"
+
+
+def test_every_page_of_a_chapter_is_built_with_its_title(built_book, root):
+    """A chapter cut into pages (nearid.book.pages): each page is in the site under the title
+    its break cell gives it. (A value glued on another page of the chapter that did not travel
+    with the page fails the -W build above: myst-nb warns of an unknown glue key.)"""
+    from nearid.book.pages import page_names
+
+    for ch in runner.list_chapters(root):
+        for name in page_names(ch.source)[1:]:
+            html = (built_book / "book" / "pages" / f"{name}.html").read_text()
+            title = re.search(r"<h1>(.*?)<a", html, re.S)
+            assert title, f"{name} has no title"
+            if name.endswith("-exercises"):
+                assert title.group(1).strip() == "Exercises", title.group(1)
 
 
 def test_no_page_loads_anything_from_outside_the_site(built_book):

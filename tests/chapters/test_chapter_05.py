@@ -40,7 +40,7 @@ def test_chapter_05_smoke_json(smoke):
         # rounding noise into features, and an in-sample probe on 120 rows can use them
         assert abs(models["ae_ica_all"]["infoe"] - models["ae"]["infoe"]) < 0.05, ds
     assert set(res["aggregated"]) == MODELS | EXTRA
-    assert res["ica_components"] == "k" and res["latent_multiplier"] == 2
+    assert res["ica_keep"] == "k" and res["latent_multiplier"] == 2
     assert set(res["paper_table2"]) == MODELS
     assert res["infoe_unconverged"] == 0 < res["infoe_fits"]
 

@@ -52,12 +52,12 @@ def test_chapter_06_smoke(tmp_path):
 
 
 def test_component_rule_parameter():
-    assert profiles.resolve("06", "quick")["n_components"] == 0.95
-    assert profiles.resolve("06", "quick", {"n_components": "all"})["n_components"] == "all"
-    assert profiles.resolve("06", "quick", {"n_components": 12})["n_components"] == 12
+    assert profiles.resolve("06", "quick")["ica_components"] == 0.95
+    assert profiles.resolve("06", "quick", {"ica_components": "all"})["ica_components"] == "all"
+    assert profiles.resolve("06", "quick", {"ica_components": 12})["ica_components"] == 12
     for bad in (0, 1.5, "most", True, -3):
-        with pytest.raises(InvalidParameterError, match="n_components"):
-            profiles.resolve("06", "quick", {"n_components": bad})
+        with pytest.raises(InvalidParameterError, match="ica_components"):
+            profiles.resolve("06", "quick", {"ica_components": bad})
     with pytest.raises(InvalidParameterError, match="decoder_embed_dim must be a multiple of decoder_num_heads"):
         profiles.resolve("06", "full", {"decoder_num_heads": 6})
     for p in ("smoke", "quick", "full"):

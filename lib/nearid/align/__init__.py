@@ -16,6 +16,7 @@ The identifiability scores of recovered sources (MCC, Amari distance) live in
 """
 
 from nearid.align.api import METRICS, alignment_table, compare, compare_layers
+from nearid.align.engine import split_rows
 from nearid.align.families import (
     EFFICIENCY_MIN_GAP,
     FAMILIES,
@@ -45,5 +46,5 @@ __all__ = [
     "METRICS", "AlignmentResult", "ICAAlignment", "ICASettings", "LinearAlignment", "RigidAlignment",
     "SignedPermutationAlignment", "abs_correlation", "alignment_table", "check_pair", "compare", "compare_layers",
     "format_alignment_table", "ica_efficiency", "ica_settings", "latent_diameter", "linear_cka", "make_alignment",
-    "match_columns", "normalised_error",
+    "match_columns", "normalised_error", "split_rows",
 ]

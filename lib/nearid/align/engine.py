@@ -125,26 +125,35 @@ def _check_finite(X, name: str, rows_per_block: int) -> None:
                          f"(first row {first})")
 
 
+def split_rows(n: int, fit_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(fit rows, evaluation rows) of ``n``: a seeded permutation cut at ``fit_fraction``, the
+    split every comparison of :mod:`nearid.align` makes (and :mod:`nearid.identifiability`
+    shares, so that its maps are fitted and scored on the same rows)."""
+    order = np.random.default_rng(seed).permutation(n)
+    n_fit = int(round(fit_fraction * n))
+    return order[:n_fit], order[n_fit:]
+
+
 def _split(n: int, width: int, fit_fraction: float, seed: int,
            fit_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(fit rows, evaluation rows): a seeded permutation of the rows, cut at ``fit_fraction``.
     ``fit_rows`` keeps only the first that many of the fit rows (nested subsets for one seed:
     the evaluation rows never change)."""
-    n_fit = int(round(fit_fraction * n))
+    fit, evaluation = split_rows(n, fit_fraction, seed)
+    n_fit = fit.size
     need = width + 2
     if n_fit < need or n - n_fit < 3:
         raise ValueError(f"too few rows: {n} rows with fit_fraction={fit_fraction} give "
                          f"{n_fit} fit and {n - n_fit} evaluation rows; need at least "
                          f"{need} fit rows (embedding width + 2) and 3 evaluation rows")
-    order = np.random.default_rng(seed).permutation(n)
     if fit_rows is not None:
         # fewer rows than the width are allowed here (a trend's smallest subsets): the linear
         # map is then the minimum-norm least-squares one, in float64
         if not 3 <= fit_rows <= n_fit:
             raise ValueError(f"fit_rows must lie in [3, {n_fit}] (up to the {n_fit} rows of the fit "
                              f"split), got {fit_rows}")
-        return order[:fit_rows], order[n_fit:]
-    return order[:n_fit], order[n_fit:]
+        return fit[:fit_rows], evaluation
+    return fit, evaluation
 
 
 def _diameter_rows(eval_idx: np.ndarray, max_points: int = 2000) -> np.ndarray:

@@ -838,9 +838,9 @@ def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | 
     finally:
         bar.close()
         if out.is_dir():
-            problem = try_write_run_report(out, root)
-            if problem:
-                _say(problem)
+            for problem in (try_write_run_report(out, root), try_write_pages(out, root)):
+                if problem:
+                    _say(problem)
     if "interrupted" in status.values():
         raise KeyboardInterrupt
     if failures:
@@ -919,6 +919,21 @@ def try_write_run_report(out_dir: Path, root: Path | None = None) -> str | None:
     except OSError as exc:
         return (f"note: {Path(out_dir) / REPORT_NAME} was not rewritten "
                 f"({exc.strerror or exc}); the chapter's outputs are unaffected")
+    return None
+
+
+def try_write_pages(out_dir: Path, root: Path | None = None) -> str | None:
+    """Cut the executed chapters into the book's pages (:mod:`nearid.book.pages`) when
+    ``out_dir`` is the book's own folder; one line saying why not if that fails."""
+    from nearid.book import pages
+
+    root = Path(root) if root is not None else find_root()
+    if Path(out_dir).resolve() != default_out_dir(root).resolve():
+        return None
+    try:
+        pages.write_pages(out_dir, root / pages.PAGES_DIR)
+    except (OSError, ValueError) as exc:
+        return f"note: the book's pages in {pages.PAGES_DIR} were not rewritten ({exc})"
     return None
 
 

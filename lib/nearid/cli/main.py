@@ -51,9 +51,10 @@ def _cmd_run(args) -> int:
     results, outcome = runner.run_chapter_outcome(ch.key, profile=args.profile, overrides=overrides,
                                                   force=args.force, root=root, yes=args.yes)
     seconds = time.perf_counter() - start
-    problem = runner.try_write_run_report(runner.default_out_dir(root), root)
-    if problem:
-        print(f"nearid run: {problem}", file=sys.stderr)
+    out = runner.default_out_dir(root)
+    for problem in (runner.try_write_run_report(out, root), runner.try_write_pages(out, root)):
+        if problem:
+            print(f"nearid run: {problem}", file=sys.stderr)
     # With --json, stdout is the JSON alone (`nearid run 01 --json | python -m json.tool`).
     how = f"executed in {seconds:.0f} s" if outcome == "executed" else "cached (nothing ran)"
     print(f"{ch.key}: {how}: book/executed/{ch.key}.ipynb and {ch.key}.json",

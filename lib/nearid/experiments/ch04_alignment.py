@@ -624,10 +624,10 @@ def fit_rows_trend(pair: Pair, fractions, *, fit_fraction: float = 0.5, seed: in
     """
     import pandas as pd
 
-    from nearid.align import ica_settings
+    from nearid.align import ica_settings, split_rows
     from nearid.verdicts import bootstrap_statistic
 
-    n_fit = int(round(fit_fraction * pair.A.shape[0]))  # as nearid.align's split
+    n_fit = split_rows(pair.A.shape[0], fit_fraction, seed)[0].size
     records, row_errors = [], {}
     for frac in fractions:
         res = compare_pair(pair, fit_fraction=fit_fraction, seed=seed, fit_rows=max(3, int(round(frac * n_fit))),

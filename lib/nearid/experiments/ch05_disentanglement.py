@@ -53,13 +53,13 @@ MODEL_LABELS = {"ae": "AE", "beta_vae": "β-VAE", "beta_tcvae": "β-TCVAE", "bio
 # How many components the whitening step keeps before ICA: "k" = the number of factors
 # (whitening onto the top-K principal subspace, standard ICA practice when the number of
 # sources is known), "all" = every one of the latents.
-ICA_COMPONENTS = ("k", "all")
+ICA_KEEP = ("k", "all")
 # What the entry points (and the chapter's profile) accept, declared once. Latents per
 # factor: Hsu et al. use 2; above 8 the models grow past what any profile prices.
 LATENT_MULTIPLIER = Interval(int, 1, 8)
 TRAINED_MODEL = Options(CONV_MODELS, noun="trained model")
 DATASET = Options(DATASETS, noun="dataset")
-ICA_COMPONENT_CHOICE = Options(ICA_COMPONENTS)
+ICA_KEEP_CHOICE = Options(ICA_KEEP)
 SCORES = ("infom", "infoe", "infoc", "dci_d", "mig")
 INFOMEC = ("infom", "infoe", "infoc")
 SCORE_LABELS = {"infom": "InfoM", "infoe": "InfoE", "infoc": "InfoC", "dci_d": "DCI", "mig": "MIG"}
@@ -182,17 +182,17 @@ def fit_ica(train_codes: np.ndarray, n_components: int | str, *, seed: int) -> W
 
 
 @validate_params(dataset=DATASET, model=TRAINED_MODEL, latent_multiplier=LATENT_MULTIPLIER,
-                 ica_components=ICA_COMPONENT_CHOICE)
+                 ica_keep=ICA_KEEP_CHOICE)
 def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_train: int,
                     n_eval: int, epochs: int, batch_size: int, lr: float, width: int, hidden: int,
                     hyper: dict | None = None, latent_multiplier: int = 2, data_seed: int = 0,
-                    supersample: int = 1, ica_components: str = "k",
+                    supersample: int = 1, ica_keep: str = "k",
                     trend_epochs: Sequence[int] = (), secondary: bool = True,
                     device: str = "auto", max_steps: int | None = None) -> dict:
     """The chapter's task: train one model on one dataset with one seed and score it.
 
     For ``model="ae"`` the result also holds the AE + ICA rows (ICA fitted on the training
-    codes; with ``ica_components="k"`` also the all-latents variant ``ae_ica_all``) and the
+    codes; with ``ica_keep="k"`` also the all-latents variant ``ae_ica_all``) and the
     scale trend: InfoM/InfoE/InfoC of the AE and AE + ICA at every budget of
     ``trend_epochs`` (the AE then trains for the largest of ``epochs`` and ``trend_epochs``;
     its Table 2 rows are the snapshot after ``epochs``). Returns plain numbers and arrays:
@@ -232,8 +232,8 @@ def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_t
     codes = {model: head["eval"]}
     ica_info: dict = {}
     if is_ae:
-        variants = {"ae_ica": K if ica_components == "k" else "all"}
-        if ica_components == "k":
+        variants = {"ae_ica": K if ica_keep == "k" else "all"}
+        if ica_keep == "k":
             variants["ae_ica_all"] = "all"
         for key, n_comp in variants.items():
             ica = fit_ica(head["train"], n_comp, seed=seed)
@@ -259,7 +259,7 @@ def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_t
             if e == int(epochs):
                 entry = {"ae": rows["ae"], "ae_ica": rows["ae_ica"]}
             else:
-                ica = fit_ica(snaps[e]["train"], K if ica_components == "k" else "all", seed=seed)
+                ica = fit_ica(snaps[e]["train"], K if ica_keep == "k" else "all", seed=seed)
                 ica_trend_unconverged += int(not ica.converged_)
                 entry = {}
                 for key, Z in (("ae", snaps[e]["eval"]), ("ae_ica", ica.transform(snaps[e]["eval"]))):
@@ -281,13 +281,13 @@ def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_t
 
 # --------------------------------------------------------------------------- the sweep
 @validate_params(datasets=ListOf(DATASET, min_len=0), models=ListOf(Options(MODELS, noun="model"), min_len=0),
-                 latent_multiplier=LATENT_MULTIPLIER, ica_components=ICA_COMPONENT_CHOICE)
+                 latent_multiplier=LATENT_MULTIPLIER, ica_keep=ICA_KEEP_CHOICE)
 def benchmark_tasks(*, datasets: Sequence[str] = DATASETS, seeds: Sequence[int] = (0,),
                     models: Sequence[str] = MODELS, image_size: int = 32, n_train: int = 5000,
                     n_eval: int = 2000, epochs: int = 10, batch_size: int = 64, lr: float = 1e-3,
                     width: int = 16, hidden: int = 128, hyper: dict | None = None,
                     latent_multiplier: int = 2, data_seed: int = 0, supersample: int = 2,
-                    ica_components: str = "k", trend_epochs: Sequence[int] = (),
+                    ica_keep: str = "k", trend_epochs: Sequence[int] = (),
                     device: str = "auto", max_steps: int | None = None) -> list[Task]:
     """One task per (dataset, seed, trained model), in that order (tasks of one dataset run
     one after another, so a process renders each dataset once). ``ae_ica`` in ``models``
@@ -304,7 +304,7 @@ def benchmark_tasks(*, datasets: Sequence[str] = DATASETS, seeds: Sequence[int] 
                 kw = dict(dataset=ds, model=m, seed=int(seed), image_size=image_size, n_train=n_train,
                           n_eval=n_eval, epochs=epochs, batch_size=batch_size, lr=lr, width=width,
                           hidden=hidden, hyper=dict(hyper.get(m, {})), latent_multiplier=latent_multiplier,
-                          data_seed=data_seed, supersample=supersample, ica_components=ica_components,
+                          data_seed=data_seed, supersample=supersample, ica_keep=ica_keep,
                           trend_epochs=[int(e) for e in trend_epochs] if m == "ae" else [],
                           device=device, max_steps=max_steps)
                 tasks.append(Task(train_and_score, kw, kind=f"ch05:{m}", gpu=str(device) != "cpu",
@@ -326,7 +326,7 @@ def plan(P) -> list[Task]:
         n_eval=min(P["n_eval"], DRY_RUN_EVAL) if dry else P["n_eval"], epochs=P["epochs"],
         batch_size=P["batch_size"], lr=P["lr"], width=P["width"], hidden=P["hidden"],
         hyper=P["hyper"], latent_multiplier=P["latent_multiplier"], data_seed=P["seed"],
-        supersample=P["supersample"], ica_components=P["ica_components"],
+        supersample=P["supersample"], ica_keep=P["ica_keep"],
         trend_epochs=P["trend_epochs"], device=P["device"],
         max_steps=DRY_RUN_STEPS if dry else None)
 

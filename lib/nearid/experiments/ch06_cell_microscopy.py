@@ -635,13 +635,13 @@ def scale_trend(embeddings: dict[int, dict[str, Any]], *, n_boot: int | None = N
 
 def sweep_grid(P) -> list[int]:
     """The sensitivity grid from chapter parameters; a dry run keeps only its smallest k."""
-    grid = list(P.component_grid)
+    grid = list(P.ica_grid)
     return [min(grid)] if P.get("dry_run") else grid
 
 
 def evaluation_params(P) -> dict[str, Any]:
     """The protocol's settings from chapter parameters; a dry run grows fewer trees."""
-    return dict(n_components=P.n_components, rows_per_component=P.rows_per_component or None,
+    return dict(n_components=P.ica_components, rows_per_component=P.rows_per_component or None,
                 ica_fit_on=P.ica_fit_on, n_splits=P.n_splits, seed=P.seed,
                 n_estimators=min(P.n_estimators, DRY_RUN_TREES) if P.get("dry_run") else P.n_estimators)
 

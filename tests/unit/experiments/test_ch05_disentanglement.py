@@ -83,8 +83,8 @@ def test_max_steps_cuts_the_run_and_fills_every_budget():
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match="ica_components"):
-        ch05.benchmark_tasks(datasets=["shapes3d"], ica_components="half")
+    with pytest.raises(ValueError, match="ica_keep"):
+        ch05.benchmark_tasks(datasets=["shapes3d"], ica_keep="half")
     with pytest.raises(ValueError, match="unknown dataset 'dsprites'; valid: shapes3d"):
         ch05.benchmark_tasks(datasets=["dsprites"])
     with pytest.raises(ValueError, match="unknown model 'vae'; valid: ae"):
@@ -100,7 +100,7 @@ def test_the_profile_checks_with_the_experiments_rules():
 
     declared = CONSTRAINTS["05_disentanglement"]
     assert declared["latent_multiplier"].constraint is ch05.LATENT_MULTIPLIER
-    assert declared["ica_components"].constraint is ch05.ICA_COMPONENT_CHOICE
+    assert declared["ica_keep"].constraint is ch05.ICA_KEEP_CHOICE
 
 
 def test_numerical_rank_ignores_float32_noise():
@@ -115,7 +115,7 @@ def test_numerical_rank_ignores_float32_noise():
 def test_all_components_variant_has_no_extra_row():
     res = ch05.run_benchmark(datasets=["shapes3d"], seeds=[0], models=["ae", "ae_ica"], image_size=16,
                              n_train=130, n_eval=64, epochs=1, width=4, hidden=16, supersample=1,
-                             ica_components="all", device="cpu", log=None)
+                             ica_keep="all", device="cpu", log=None)
     assert set(res.scores.model) == {"ae", "ae_ica"}
     assert res.nmi[("shapes3d", "ae_ica", 0)].shape[1] > 6
 

@@ -236,7 +236,7 @@ def test_plan_is_one_mae_task_per_budget_and_dry_run_cuts_them():
     assert dry.kwargs["mae"]["embed_dim"] == 192  # the model keeps full's shape
     assert ch06_cell_microscopy.evaluation_params(resolve("06", "full", {"dry_run": True}))["n_estimators"] == 10
     assert ch06_cell_microscopy.evaluation_params(P)["n_estimators"] == 100
-    assert ch06_cell_microscopy.sweep_grid(P) == P.component_grid
+    assert ch06_cell_microscopy.sweep_grid(P) == P.ica_grid
     assert ch06_cell_microscopy.sweep_grid(resolve("06", "full", {"dry_run": True})) == [4]
 
 

@@ -15,17 +15,18 @@ def _source_kind(kind: str) -> None:
     sample_sources(kind, 1, 1, np.random.default_rng(0))
 
 
+_SHARED = dict(seed=0, dry_run=False)
 PROFILES = {
-    "smoke": dict(seed=0, n_points=300, noise_levels=[0.0, 0.1], ica_sample_sizes=[200, 1000],
-                  ica_sources=["laplace", "uniform"], ica_dim=3, ica_repeats=2, dry_run=False),
-    "quick": dict(seed=0, n_points=2000, noise_levels=[0.0, 0.02, 0.05, 0.1, 0.2, 0.4],
+    "smoke": dict(_SHARED, n_points=300, noise_levels=[0.0, 0.1], ica_sample_sizes=[200, 1000],
+                  ica_sources=["laplace", "uniform"], ica_dim=3, ica_repeats=2),
+    "quick": dict(_SHARED, n_points=2000, noise_levels=[0.0, 0.02, 0.05, 0.1, 0.2, 0.4],
                   ica_sample_sizes=[100, 300, 1000, 3000, 10000],
                   ica_sources=["laplace", "uniform", "gennorm_1.5", "gennorm_2.5", "gaussian"],
-                  ica_dim=4, ica_repeats=5, dry_run=False),
-    "full": dict(seed=0, n_points=10000, noise_levels=[0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8],
+                  ica_dim=4, ica_repeats=5),
+    "full": dict(_SHARED, n_points=10000, noise_levels=[0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8],
                  ica_sample_sizes=[100, 300, 1000, 3000, 10000, 30000, 100000],
                  ica_sources=["laplace", "uniform", "gennorm_1.5", "gennorm_2.5", "gaussian"],
-                 ica_dim=8, ica_repeats=20, dry_run=False),
+                 ica_dim=8, ica_repeats=20),
 }
 
 CONSTRAINTS = dict(

@@ -15,24 +15,22 @@ from nearid.book.params import (
     ListOf,
     Rule,
 )
-from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCHEDULER
+from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCALE_OUT, SCHEDULER
 
-_SCALE_OUT = dict(executor="auto", scheduler="", dry_run=False)
 # trend_seeds: the seed trend of the verdicts trains seeds up to max(seeds, trend_seeds) at every delta
 
+_SHARED = dict(seed=0, sources="uniform", ica_components="all", device="auto", **SCALE_OUT)
 PROFILES = {
-    "smoke": dict(seed=0, seeds=2, trend_seeds=3, deltas=[0.0, 0.5], latent_dim=3, observed_dim=10,
+    "smoke": dict(_SHARED, seeds=2, trend_seeds=3, deltas=[0.0, 0.5], latent_dim=3, observed_dim=10,
                   n_train=600, n_test=300, epochs=3, batch_size=128, lr=3e-3,
-                  weight_decay=1e-4, hidden=32, image_size=16, image_epochs=2,
-                  sources="uniform", ica_components="all", device="auto", **_SCALE_OUT),
-    "quick": dict(seed=0, seeds=3, trend_seeds=6, deltas=[0.0, 0.2, 0.4, 0.6, 0.8], latent_dim=3,
+                  weight_decay=1e-4, hidden=32, image_size=16, image_epochs=2),
+    "quick": dict(_SHARED, seeds=3, trend_seeds=6, deltas=[0.0, 0.2, 0.4, 0.6, 0.8], latent_dim=3,
                   observed_dim=20, n_train=3000, n_test=2000, epochs=30, batch_size=128,
-                  lr=3e-3, weight_decay=1e-4, hidden=64, image_size=24, image_epochs=20,
-                  sources="uniform", ica_components="all", device="auto", **_SCALE_OUT),
-    "full": dict(seed=0, seeds=10, trend_seeds=10, deltas=[0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+                  lr=3e-3, weight_decay=1e-4, hidden=64, image_size=24, image_epochs=20),
+    "full": dict(_SHARED, seeds=10, trend_seeds=10, deltas=[0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
                  latent_dim=5, observed_dim=50, n_train=50000, n_test=10000, epochs=100,
                  batch_size=256, lr=1e-3, weight_decay=1e-4, hidden=256, image_size=32,
-                 image_epochs=100, sources="uniform", ica_components="all", device="auto", **_SCALE_OUT),
+                 image_epochs=100),
 }
 
 

@@ -9,26 +9,25 @@ from __future__ import annotations
 
 from nearid.book.params import (DEVICE, NON_NEGATIVE, POSITIVE, POSITIVE_INT, SEED, SEEDS, Boolean, Interval, ListOf,
                                 Rule)
-from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, MNIST_TEST, MNIST_TRAIN, SCHEDULER
+from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, MNIST_TEST, MNIST_TRAIN, SCALE_OUT, SCHEDULER
 
-SCALE_OUT = dict(executor="auto", scheduler="", dry_run=False)
 
+_SHARED = dict(seed=0, tie_encoder=True, digit_weight_decay=0.5, device="auto", **SCALE_OUT)
 PROFILES = {
-    "smoke": dict(seed=0, seeds=2, alphas=[0.0, 1.0], weight_decays=[0.0, 0.5], latent_dim=4,
-                  hidden=[32], tie_encoder=True, n_train=600, n_test=300, epochs=2,
+    "smoke": dict(_SHARED, seeds=2, alphas=[0.0, 1.0], weight_decays=[0.0, 0.5], latent_dim=4,
+                  hidden=[32], n_train=600, n_test=300, epochs=2,
                   batch_size=64, lr=2e-3, digits=[1], digit_alphas=[0.0, 1.0], digit_seeds=3,
-                  digit_weight_decay=0.5, digit_n_trains=[300, 600, 1200], device="auto", **SCALE_OUT),
-    "quick": dict(seed=0, seeds=3, alphas=[0.0, 0.05, 0.2, 0.5, 1.0], weight_decays=[0.0, 0.5],
-                  latent_dim=8, hidden=[128, 64], tie_encoder=True, n_train=5000, n_test=2000,
+                  digit_n_trains=[300, 600, 1200]),
+    "quick": dict(_SHARED, seeds=3, alphas=[0.0, 0.05, 0.2, 0.5, 1.0], weight_decays=[0.0, 0.5],
+                  latent_dim=8, hidden=[128, 64], n_train=5000, n_test=2000,
                   epochs=30, batch_size=64, lr=2e-3, digits=[0, 1, 7],
-                  digit_alphas=[0.0, 0.2, 1.0], digit_seeds=3, digit_weight_decay=0.5,
-                  digit_n_trains=[2500, 5000, 10000], device="auto", **SCALE_OUT),
-    "full": dict(seed=0, seeds=5, alphas=[0.0, 0.01, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0],
+                  digit_alphas=[0.0, 0.2, 1.0], digit_seeds=3, digit_n_trains=[2500, 5000, 10000]),
+    "full": dict(_SHARED, seeds=5, alphas=[0.0, 0.01, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0],
                  weight_decays=[0.0, 0.1, 0.5], latent_dim=16, hidden=[512, 256],
-                 tie_encoder=True, n_train=60000, n_test=10000, epochs=50, batch_size=128,
+                 n_train=60000, n_test=10000, epochs=50, batch_size=128,
                  lr=1e-3, digits=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
                  digit_alphas=[0.0, 0.05, 0.2, 0.5, 1.0], digit_seeds=5,
-                 digit_weight_decay=0.5, digit_n_trains=[15000, 30000, 60000], device="auto", **SCALE_OUT),
+                 digit_n_trains=[15000, 30000, 60000]),
 }
 
 CONSTRAINTS = dict(

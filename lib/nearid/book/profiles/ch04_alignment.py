@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nearid.book.params import (DEVICE, POSITIVE, POSITIVE_INT, SEED, ComponentRule, Deferred, Interval, ListOf,
                                 Options, Rule, Text)
-from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, MNIST_TEST, MNIST_TRAIN, SCHEDULER
+from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, MNIST_TEST, MNIST_TRAIN, SCALE_OUT, SCHEDULER
 
 
 def _pair_rule():
@@ -22,38 +22,28 @@ PAIR_NAMES = ["gpt_neox_seeds", "mae_timm_vs_ours", "cnn_widths", "resnet18_seed
 # ica_grid: the numbers of whitened components of the sensitivity figure, declared up front;
 # trend_fractions: shares of the fit rows of the scale trend (ICA efficiency vs fit rows).
 # executor / scheduler / dry_run: where the pair tasks run, and the full-shape dry run.
+_SHARED = dict(seed=0, device="auto", pairs=list(PAIR_NAMES), fit_fraction=0.5, lr=1e-3, ica_components=0.95,
+               ica_grid=[4, 8, 16, 32, 64], trend_fractions=[0.125, 0.25, 0.5, 1.0], **SCALE_OUT)
 PROFILES = {
-    "smoke": dict(seed=0, device="auto", pairs=list(PAIR_NAMES),
-                  fit_fraction=0.5, mnist_train=256, mnist_eval=1100, batch_size=64,
-                  lr=1e-3, mae_embed_dim=16, mae_depth=1, mae_epochs=1, clf_feature_dim=16,
+    "smoke": dict(_SHARED, mnist_train=256, mnist_eval=1100, batch_size=64,
+                  mae_embed_dim=16, mae_depth=1, mae_epochs=1, clf_feature_dim=16,
                   clf_epochs=1, resnet_train=128, resnet_epochs=1, resnet_stem_stride=2,
                   lm_hidden=16, lm_layers=2, lm_context=16, lm_train_windows=64,
                   lm_epochs=1, lm_eval_windows=120, pythia_paths=[], sentences=800,
-                  clf_base_feature_dim=16,
-                  ica_components=0.95, ica_grid=[4, 8, 16, 32, 64],
-                  trend_fractions=[0.125, 0.25, 0.5, 1.0],
-                  executor="auto", scheduler="", dry_run=False),
-    "quick": dict(seed=0, device="auto", pairs=list(PAIR_NAMES),
-                  fit_fraction=0.5, mnist_train=10000, mnist_eval=4000, batch_size=128,
-                  lr=1e-3, mae_embed_dim=64, mae_depth=4, mae_epochs=5, clf_feature_dim=64,
+                  clf_base_feature_dim=16),
+    "quick": dict(_SHARED, mnist_train=10000, mnist_eval=4000, batch_size=128,
+                  mae_embed_dim=64, mae_depth=4, mae_epochs=5, clf_feature_dim=64,
                   clf_epochs=3, resnet_train=6000, resnet_epochs=3, resnet_stem_stride=2,
                   lm_hidden=64, lm_layers=4, lm_context=64, lm_train_windows=4000,
                   lm_epochs=2, lm_eval_windows=1000, pythia_paths=[], sentences=2400,
-                  clf_base_feature_dim=64,
-                  ica_components=0.95, ica_grid=[4, 8, 16, 32, 64],
-                  trend_fractions=[0.125, 0.25, 0.5, 1.0],
-                  executor="auto", scheduler="", dry_run=False),
-    "full": dict(seed=0, device="auto", pairs=list(PAIR_NAMES),
-                 fit_fraction=0.5, mnist_train=60000, mnist_eval=10000, batch_size=256,
-                 lr=1e-3, mae_embed_dim=192, mae_depth=8, mae_epochs=50, clf_feature_dim=256,
+                  clf_base_feature_dim=64),
+    "full": dict(_SHARED, mnist_train=60000, mnist_eval=10000, batch_size=256,
+                 mae_embed_dim=192, mae_depth=8, mae_epochs=50, clf_feature_dim=256,
                  clf_epochs=20, resnet_train=60000, resnet_epochs=20, resnet_stem_stride=1,
                  lm_hidden=256, lm_layers=6, lm_context=128, lm_train_windows=200000,
                  lm_epochs=2, lm_eval_windows=3000,
                  pythia_paths=["data/pythia/pythia-160m-seed0", "data/pythia/pythia-160m-seed1"],
-                 sentences=5000, clf_base_feature_dim=256,
-                 ica_components=0.95, ica_grid=[4, 8, 16, 32, 64],
-                 trend_fractions=[0.125, 0.25, 0.5, 1.0],
-                 executor="auto", scheduler="", dry_run=False),
+                 sentences=5000, clf_base_feature_dim=256),
 }
 
 # checked in this order: `pairs` (whose names live in the experiment module, which imports

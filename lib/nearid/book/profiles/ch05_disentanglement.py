@@ -15,7 +15,7 @@ from nearid.book.params import (
     Options,
     Rule,
 )
-from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, POWER_OF_TWO, SCHEDULER
+from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, POWER_OF_TWO, SCALE_OUT, SCHEDULER
 
 
 def _datasets() -> tuple[str, ...]:
@@ -37,22 +37,15 @@ def _smallest_grid(datasets) -> int:
 
 # epochs: every Table 2 row trains this long; trend_epochs: the AE's snapshots (same run,
 # trained to the largest) scored for the scale trend; latent_multiplier: latents per factor.
+_SHARED = dict(seed=0, datasets=["shapes3d", "mpi3d", "falcor3d", "isaac3d"], batch_size=64, hyper={},
+               latent_multiplier=2, ica_keep="k", heatmap_dataset="shapes3d", device="auto", **SCALE_OUT)
 PROFILES = {
-    "smoke": dict(seed=0, seeds=2, datasets=["shapes3d", "mpi3d", "falcor3d", "isaac3d"],
-                  image_size=16, supersample=1, n_train=160, n_eval=120, epochs=1,
-                  trend_epochs=[1, 2, 3], batch_size=64, lr=1e-3, width=8, hidden=32, hyper={},
-                  latent_multiplier=2, ica_components="k", heatmap_dataset="shapes3d",
-                  traversal_size=32, device="auto", executor="auto", scheduler="", dry_run=False),
-    "quick": dict(seed=0, seeds=3, datasets=["shapes3d", "mpi3d", "falcor3d", "isaac3d"],
-                  image_size=32, supersample=1, n_train=3000, n_eval=1000, epochs=8,
-                  trend_epochs=[2, 4, 8, 16], batch_size=64, lr=2e-3, width=16, hidden=128,
-                  hyper={}, latent_multiplier=2, ica_components="k", heatmap_dataset="shapes3d",
-                  traversal_size=64, device="auto", executor="auto", scheduler="", dry_run=False),
-    "full": dict(seed=0, seeds=5, datasets=["shapes3d", "mpi3d", "falcor3d", "isaac3d"],
-                 image_size=64, supersample=2, n_train=100000, n_eval=10000, epochs=30,
-                 trend_epochs=[8, 15, 30, 60], batch_size=64, lr=1e-3, width=32, hidden=256,
-                 hyper={}, latent_multiplier=2, ica_components="k", heatmap_dataset="shapes3d",
-                 traversal_size=64, device="auto", executor="auto", scheduler="", dry_run=False),
+    "smoke": dict(_SHARED, seeds=2, image_size=16, supersample=1, n_train=160, n_eval=120, epochs=1,
+                  trend_epochs=[1, 2, 3], lr=1e-3, width=8, hidden=32, traversal_size=32),
+    "quick": dict(_SHARED, seeds=3, image_size=32, supersample=1, n_train=3000, n_eval=1000, epochs=8,
+                  trend_epochs=[2, 4, 8, 16], lr=2e-3, width=16, hidden=128, traversal_size=64),
+    "full": dict(_SHARED, seeds=5, image_size=64, supersample=2, n_train=100000, n_eval=10000, epochs=30,
+                 trend_epochs=[8, 15, 30, 60], lr=1e-3, width=32, hidden=256, traversal_size=64),
 }
 
 # checked in this order: the three whose rules live in the experiment module (which imports
@@ -65,7 +58,7 @@ CONSTRAINTS = dict(
     lr=POSITIVE, width=POSITIVE_INT, hidden=POSITIVE_INT,
     heatmap_dataset=Options(_datasets), traversal_size=POWER_OF_TWO, device=DEVICE,
     executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
-    hyper=Mapping(Options(_ch05("MODELS"))), ica_components=Deferred(_ch05("ICA_COMPONENT_CHOICE")),
+    hyper=Mapping(Options(_ch05("MODELS"))), ica_keep=Deferred(_ch05("ICA_KEEP_CHOICE")),
     latent_multiplier=Deferred(_ch05("LATENT_MULTIPLIER")),
 )
 

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from nearid.book.params import (DEVICE, NON_NEGATIVE, POSITIVE, POSITIVE_INT, SEED, ComponentRule, FileOrEmpty,
                                 Interval, ListOf, Options, Rule, Text)
-from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCHEDULER
+from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCALE_OUT, SCHEDULER
 
 
-# n_components: the library's rule (0.95 of the control wells' variance), at most one
-# component per rows_per_component control wells (0 = no cap); component_grid: the numbers
+# ica_components: the library's rule (0.95 of the control wells' variance), at most one
+# component per rows_per_component control wells (0 = no cap); ica_grid: the numbers
 # of whitened components of the sensitivity figure, declared before any result;
 # trend_epochs: the MAE training budgets of the scale trend (it must include epochs).
 # rxrx_* "" = simulate (give the paths of metadata_rxrx3_core.csv and
 # OpenPhenom_rxrx3_core_embeddings.parquet for real data).
 _SHARED = dict(seed=0, device="auto", well_sd=0.5, effect_scale=1.5, batch_strength=0.5, mask_ratio=0.75,
-               weight_decay=0.05, n_components=0.95, rows_per_component=10,
-               component_grid=[4, 8, 16, 32, 64], ica_fit_on="controls", rxrx_embeddings="",
-               rxrx_metadata="", rxrx_batch_column="experiment_name", executor="auto", scheduler="",
-               dry_run=False)
+               weight_decay=0.05, ica_components=0.95, rows_per_component=10,
+               ica_grid=[4, 8, 16, 32, 64], ica_fit_on="controls", rxrx_embeddings="",
+               rxrx_metadata="", rxrx_batch_column="experiment_name", **SCALE_OUT)
 PROFILES = {
     "smoke": dict(_SHARED, image_size=16, n_batches=3, controls_per_batch=10, wells_per_guide=1,
                   cells_per_well=2, patch_size=4, embed_dim=16, depth=1, num_heads=2, decoder_embed_dim=8,
@@ -30,7 +29,7 @@ PROFILES = {
     "full": dict(_SHARED, image_size=64, n_batches=12, controls_per_batch=200, wells_per_guide=8,
                  cells_per_well=40, patch_size=8, embed_dim=192, depth=8, num_heads=6, decoder_embed_dim=128,
                  decoder_num_heads=4, decoder_depth=4, epochs=100, batch_size=256, lr=1.5e-4 * 4, n_splits=4,
-                 n_estimators=300, component_grid=[4, 8, 16, 32, 64, 128, 192], trend_epochs=[25, 50, 100]),
+                 n_estimators=300, ica_grid=[4, 8, 16, 32, 64, 128, 192], trend_epochs=[25, 50, 100]),
 }
 
 CONSTRAINTS = dict(
@@ -40,8 +39,8 @@ CONSTRAINTS = dict(
     patch_size=POSITIVE_INT, embed_dim=Interval(int, 4), depth=POSITIVE_INT, num_heads=POSITIVE_INT,
     decoder_embed_dim=Interval(int, 2), decoder_num_heads=POSITIVE_INT, decoder_depth=POSITIVE_INT,
     mask_ratio=Interval(float, 0, 1, closed="neither"), epochs=POSITIVE_INT, batch_size=POSITIVE_INT,
-    lr=POSITIVE, weight_decay=NON_NEGATIVE, n_components=ComponentRule(), rows_per_component=Interval(int, 0),
-    component_grid=ListOf(Interval(int, 2), unique=True), ica_fit_on=Options(("controls", "all")),
+    lr=POSITIVE, weight_decay=NON_NEGATIVE, ica_components=ComponentRule(), rows_per_component=Interval(int, 0),
+    ica_grid=ListOf(Interval(int, 2), unique=True), ica_fit_on=Options(("controls", "all")),
     n_splits=Interval(int, 2), n_estimators=POSITIVE_INT, rxrx_embeddings=FileOrEmpty(),
     rxrx_metadata=FileOrEmpty(), rxrx_batch_column=Text(empty=False), executor=EXECUTOR,
     scheduler=SCHEDULER, dry_run=DRY_RUN, trend_epochs=ListOf(POSITIVE_INT, unique=True),

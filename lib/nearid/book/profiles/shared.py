@@ -46,3 +46,5 @@ SCHEDULER = Text(_scheduler_address, what='"" ($NEARID_SCHEDULER), a Dask schedu
                  'such as "tcp://host:8786" (scheme tcp, tls, ws, wss or ucx; tcp if left out), or "local" '
                  '(a LocalCluster of $NEARID_WORKERS processes for this run)')
 DRY_RUN = Boolean()  # True: every task stops after 2 optimisation steps, evaluation subsampled
+# The scale-out defaults of every chapter with tasks (each profile module spreads it into _SHARED).
+SCALE_OUT = dict(executor="auto", scheduler="", dry_run=False)
