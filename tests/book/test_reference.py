@@ -98,6 +98,22 @@ def test_update_writes_a_reference_only_from_a_complete_portable_build(book, tmp
         reference.update(root / "book" / "executed", ref, "smoke")
 
 
+def test_update_with_only_rewrites_those_chapters_and_keeps_the_rest(book, monkeypatch, capsys):
+    """`nearid verify --update --only 07` once rewrote all seven chapters (their wall-clock
+    fields changing in the diff): --only now holds for --update too."""
+    root, keys = book
+    monkeypatch.setenv("NEARID_ROOT", str(root))
+    ref = root / "book" / "reference" / "smoke"
+    before = {k: (ref / f"{k}.json").read_text() for k in keys}
+    assert main(["verify", "--profile", "smoke", "--update", "--only", keys[-1][:2]]) == 0
+    assert f"rewritten from 1 chapters: {keys[-1]}" in capsys.readouterr().out
+    assert json.loads((ref / f"{keys[-1]}.json").read_text())["seconds"] == 99.0
+    assert all((ref / f"{k}.json").read_text() == before[k] for k in keys[:-1])
+    (root / "book" / "executed" / f"{keys[0]}.json").unlink()
+    with pytest.raises(FileNotFoundError, match=f"no executed results for {keys[0]}"):
+        reference.update(root / "book" / "executed", ref, "smoke", chapters=[keys[0]])
+
+
 def test_the_command(book, monkeypatch, capsys):
     root, keys = book
     monkeypatch.setenv("NEARID_ROOT", str(root))

@@ -187,13 +187,20 @@ def verify(executed: Path, ref_dir: Path, profile: str, *, rtol: float = 0.0, at
     return report
 
 
-def update(executed: Path, ref_dir: Path, profile: str) -> list[str]:
-    """Rewrite ``ref_dir`` from ``executed``: every chapter's JSON, which must all be of
-    ``profile`` and computed with portable kernels (a reference others are checked against
-    must be reproducible). Returns the chapters written."""
+def update(executed: Path, ref_dir: Path, profile: str, chapters: list[str] | None = None) -> list[str]:
+    """Rewrite ``ref_dir`` from ``executed``: every chapter's JSON, or only ``chapters`` (the
+    others are kept as committed). Each must be of ``profile`` and computed with portable
+    kernels (a reference others are checked against must be reproducible). Returns the
+    chapters written."""
     found = _chapter_files(executed)
     if not found:
         raise FileNotFoundError(f"no executed chapter results in {executed}: run `nearid book --profile {profile}` first")
+    if chapters is not None:
+        absent = sorted(set(chapters) - set(found))
+        if absent:
+            raise FileNotFoundError(f"no executed results for {', '.join(absent)} in {executed}: "
+                                    f"run `nearid run {absent[0][:2]} --profile {profile}` first")
+        found = {k: v for k, v in found.items() if k in chapters}
     docs = {}
     for key, path in found.items():
         doc = json.loads(path.read_text())
@@ -205,12 +212,13 @@ def update(executed: Path, ref_dir: Path, profile: str) -> list[str]:
             raise ValueError(f"{path} was not computed with portable kernels ({why}): "
                              "a reference must be reproducible on other CPUs")
         docs[key] = doc
-    missing = sorted(set(profiles.CHAPTERS) - set(docs))
-    if missing:
-        raise ValueError(f"the executed results lack {', '.join(missing)}: a reference holds every chapter")
-    if ref_dir.exists():
-        shutil.rmtree(ref_dir)
-    ref_dir.mkdir(parents=True)
+    if chapters is None:
+        missing = sorted(set(profiles.CHAPTERS) - set(docs))
+        if missing:
+            raise ValueError(f"the executed results lack {', '.join(missing)}: a reference holds every chapter")
+        if ref_dir.exists():
+            shutil.rmtree(ref_dir)
+    ref_dir.mkdir(parents=True, exist_ok=True)
     for key, doc in docs.items():
         atomic_write_text(ref_dir / f"{key}.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return sorted(docs)

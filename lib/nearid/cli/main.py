@@ -163,12 +163,12 @@ def _cmd_verify(args) -> int:
     root = runner.find_root()
     executed = Path(args.executed) if args.executed else runner.default_out_dir(root)
     ref_dir = reference.reference_dir(root, args.profile)
+    only = [profiles.chapter_key(c) for c in args.only] if args.only else None
     if args.update:
-        written = reference.update(executed, ref_dir, args.profile)
+        written = reference.update(executed, ref_dir, args.profile, chapters=only)
         print(f"reference {ref_dir.relative_to(root)} rewritten from {len(written)} chapters: "
               f"{', '.join(written)}")
         return 0
-    only = [profiles.chapter_key(c) for c in args.only] if args.only else None
     report = reference.verify(executed, ref_dir, args.profile, rtol=args.rtol, atol=args.atol, chapters=only)
     print(report.text())
     return 0 if report.ok else 1
