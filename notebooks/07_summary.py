@@ -22,10 +22,12 @@
 # the chapters. Each verdict links to the section of its chapter that decides it, where the
 # protocol, the numbers and our reading of any difference from the paper are given.
 #
-# Where our setting differs from the paper's (procedural analogues of the disentanglement
-# datasets, a simulated cell screen, small models trained on a CPU in the `quick` profile),
-# the chapter says so beside the numbers; the last column says which profile produced each
-# row.
+# Every claim is declared, before its result, in the registry of claims
+# (`lib/nearid/claims.yaml`): what kind of statement it is, how it is tested, what its
+# interval resamples and the fewest units we accept. Where our setting differs from the
+# paper's (procedural analogues of the disentanglement datasets, a simulated cell screen,
+# small models trained on a CPU), the chapter says so beside the numbers. Profile of this
+# build: {glue:text}`profiles`.
 
 # %% tags=["parameters", "remove-cell"]
 profile = "quick"
@@ -50,9 +52,15 @@ folder = Path(results_path).parent if results_path else Path("book/executed")
 chapter_results = scorecard.load_results(folder, READS["07_summary"])
 claims = scorecard.claims_table(chapter_results)
 comparison = scorecard.comparison_table(chapter_results)
-counts = scorecard.verdict_counts(claims)
+counted = scorecard.paper_claims(claims)
+counts = scorecard.verdict_counts(counted)
+by_kind = scorecard.counts_by_kind(claims)
 missing = [k for k, v in chapter_results.items() if v is None]
-glue("n_claims", len(claims))
+glue("n_claims", len(counted))
+glue("n_other", len(claims) - len(counted))
+glue("profiles", ", ".join(sorted(set(claims.profile))) or "none")
+glue("n_one_training", int((counted.retraining == "not resampled").sum()))
+glue("n_below_min", int((counted.n < counted.min_n).sum()))
 for verdict, k in counts.items():
     glue(f"n_{verdict}", k)
 glue("n_numbers", len(comparison))
@@ -61,11 +69,21 @@ glue("missing", ", ".join(missing) if missing else "none")
 # %% [markdown]
 # ## The claims
 #
-# Of {glue:text}`n_claims` claims tested, {glue:text}`n_holds` hold,
-# {glue:text}`n_inconclusive` are inconclusive and {glue:text}`n_fails` fail. Chapters
-# without results when this page was built: {glue:text}`missing`. "paper" is the paper's
-# number for the same quantity where it prints one; "ours" is our estimate, with its 95%
-# interval.
+# Of the {glue:text}`n_claims` claims of the paper tested here (its claims in words and
+# the orderings of its tables' numbers), {glue:text}`n_holds` hold,
+# {glue:text}`n_inconclusive` are inconclusive and {glue:text}`n_fails` fail; the other
+# {glue:text}`n_other` rows are ties the paper prints as 0, checks of our method and our own
+# hypotheses, listed after them and not counted. Chapters without results when this page
+# was built: {glue:text}`missing`.
+#
+# "paper" is the paper's number for the same quantity where it prints one; "ours" is our
+# estimate, with its 95% interval. "MDE" is the smallest true effect the design would detect
+# with 80% power, read off the interval: an inconclusive verdict with a large MDE says "too
+# few units to tell", one with a small MDE "close to the threshold". "n" counts the units the
+# interval resamples; "below" flags fewer than the registry's minimum, and "one training"
+# flags an interval over evaluation units of a single trained model, which leaves out the
+# variance of retraining ({glue:text}`n_one_training` of the counted claims;
+# {glue:text}`n_below_min` below their declared minimum).
 
 # %% tags=["remove-input"]
 display(Markdown(scorecard.to_markdown(claims)))
@@ -91,7 +109,8 @@ plt.show()
 
 # %% tags=["remove-cell"]
 results.save(results_path, {
-    "counts": counts, "n_claims": len(claims), "missing": missing,
+    "counts": counts, "counts_by_kind": by_kind, "n_claims": len(counted), "n_rows": len(claims),
+    "missing": missing,
     "claims": claims.drop(columns=["claim"]).to_dict(orient="records"),
     "n_paper_numbers": len(comparison),
 }, params=P, profile=profile)

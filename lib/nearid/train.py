@@ -69,7 +69,7 @@ def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 
 
     Shuffling uses its own generator seeded by ``seed``, so the run is reproducible on CPU
     whatever else touched the global RNGs. ``max_steps`` stops after that many optimiser
-    steps in all (a dry run exercises a paper-scale configuration in seconds); the result's
+    steps in all (a dry run exercises the `full` profile's shapes in seconds); the result's
     ``steps`` counts the steps taken. ``callback(epochs_done)``, when given, runs after every
     epoch with the model in eval mode (e.g. to score snapshots along one run: with a constant
     learning rate, the snapshot after e epochs is the model a run of e epochs would give).

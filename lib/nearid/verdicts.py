@@ -143,3 +143,26 @@ def tally(decided: Mapping[str, Verdict | Mapping | str]) -> dict[str, list[str]
     if unknown:
         raise ValueError(f"unknown verdicts {unknown}; valid: {', '.join(VERDICTS)}")
     return {word: [n for n, w in words.items() if w == word] for word in VERDICTS}
+
+
+def minimum_detectable_effect(low: float, high: float, n: int | None, method: str | None,
+                              confidence: float = CONFIDENCE, power: float = 0.80) -> float:
+    """The smallest true effect this design detects with probability ``power``, read off the
+    observed interval, so that "inconclusive" can tell "too few units to tell" (a large MDE)
+    from "close to the threshold" (a small one).
+
+    The interval's half-width over its critical value estimates the standard error SE; the
+    MDE of a two-sided test at level 1 - ``confidence`` is then (c_(1-alpha/2) + c_power) * SE,
+    c from Student's t with n - 1 degrees of freedom for a t interval and from the normal for
+    a bootstrap one (an approximation: a percentile interval need not be symmetric). Infinite
+    for an unbounded interval; NaN where there is no interval (n < 2 or a missing end).
+    """
+    if n is None or n < 2 or low is None or high is None or np.isnan(low) or np.isnan(high):
+        return float("nan")
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return float("inf")
+    alpha = 1 - confidence
+    dist = stats.t(df=n - 1) if method == "t" else stats.norm()
+    crit = float(dist.ppf(1 - alpha / 2))
+    se = (high - low) / (2 * crit)
+    return float((crit + dist.ppf(power)) * se)

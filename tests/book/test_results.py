@@ -20,8 +20,12 @@ def test_save_writes_json_with_profile_and_params(tmp_path):
 
 
 def test_verdict_records_are_checked(tmp_path):
-    good = claim(Verdict(0.1, 0.05, 0.2, "holds", 20, "bootstrap"), "x beats y", section="ch99-verdict")
-    results.save(tmp_path / "ok.json", {"verdicts": {"x_beats_y": good}})
+    good = claim(Verdict(0.1, 0.05, 0.2, "holds", 20, "bootstrap"), "x beats y", section="ch03-rigid")
+    results.save(tmp_path / "ok.json", {"verdicts": {"rigid_rises_with_L": good}})
+    with pytest.raises(ValueError, match="'x_beats_y' is not declared in claims.yaml"):
+        results.save(tmp_path / "bad.json", {"verdicts": {"x_beats_y": good}})
+    with pytest.raises(ValueError, match="declares 'ch02-weight-decay'"):
+        results.save(tmp_path / "bad.json", {"hypotheses": {"weight_decay_makes_codes_rigid": good}})
     with pytest.raises(ValueError, match="lacks"):
         results.save(tmp_path / "bad.json", {"verdicts": {"x": {"estimate": 0.1}}})
     with pytest.raises(ValueError, match="valid: holds, fails, inconclusive"):

@@ -458,3 +458,27 @@ def test_chapters_in_threads_leave_the_environment_as_they_found_it(tmp_path, mo
     assert "NEARID_TASK_CACHE" in os.environ  # b still runs
     b.__exit__(None, None, None)
     assert "NEARID_TASK_CACHE" not in os.environ
+
+
+def test_the_registry_of_claims_is_part_of_every_chapters_key(root):
+    """Every chapter's save checks its verdicts against lib/nearid/claims.yaml and the summary
+    reads kinds from it: a registry edit must re-execute, though the file is not Python."""
+    from nearid import claims
+
+    for ch in runner.list_chapters(root):
+        assert runner.chapter_code(ch)["nearid/claims.yaml"] == claims.REGISTRY, ch.key
+
+
+def test_report_sets_each_profile_beside_the_papers_setup(project):
+    """`full` is said to be the largest we define, not the paper's models, and each chapter's
+    row puts the paper's setup beside the sizes of smoke, quick and full."""
+    from nearid import paper
+    from nearid.book import profiles
+
+    report = runner.write_run_report(project / "book" / "executed", project).read_text()
+    assert "## What each profile runs" in report and "not the paper's models or data" in report
+    row = next(line for line in report.splitlines() if line.startswith("| 04_alignment |"))
+    assert paper.SETUPS["04_alignment"] in row and "Pythia-160M checkpoints from data/pythia" in row
+    full = profiles.CHAPTERS["04_alignment"]["full"]["mnist_train"]
+    assert f"mnist_train {full:,}" in row.split(" | ")[-1]
+    assert "paper scale" not in report

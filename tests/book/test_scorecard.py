@@ -11,23 +11,43 @@ from nearid.verdicts import Verdict, claim
 def _results():
     return {
         "04_alignment": {"profile": "quick",
-                         "verdicts": {"a": claim(Verdict(0.1, 0.0, 0.2, "inconclusive", 9, "t"), "x | y",
-                                                 section="ch04-verdict", paper=None)},
+                         "verdicts": {"order_cnn_widths_rigid_linear": claim(
+                             Verdict(0.1, 0.0, 0.2, "inconclusive", 9, "t"), "x | y", section="ch04-verdict",
+                             paper=None)},
                          "paper_comparison": [{"table": "Table 1", "row": "mae", "column": "ica", "ours": 0.2,
                                                "paper": 0.145},
                                               {"table": "Table 1", "row": "mae", "column": "x", "ours": None,
                                                "paper": 0.1}]},
+        "02_isometric_dgp": {"profile": "quick", "verdicts": {}, "hypotheses": {
+            "weight_decay_makes_codes_rigid": claim(Verdict(0.01, -0.02, 0.04, "inconclusive", 3, "t"), "wd",
+                                                    section="ch02-weight-decay")}},
         "05_disentanglement": None,
     }
 
 
 def test_tables_counts_and_markdown():
     claims = scorecard.claims_table(_results())
-    assert len(claims) == 1 and claims.loc[0, "profile"] == "quick"
-    assert scorecard.verdict_counts(claims) == {"holds": 0, "inconclusive": 1, "fails": 0}
+    assert list(claims.claim_id) == ["order_cnn_widths_rigid_linear", "weight_decay_makes_codes_rigid"]
+    assert list(claims.kind) == ["paper_number", "hypothesis"], "kinds come from the registry"
+    assert claims.loc[0, "profile"] == "quick" and claims.loc[0, "retraining"] == "not resampled"
+    assert claims.loc[0, "mde"] == pytest.approx((0.2 / 2) / 2.306 * (2.306 + 0.889), rel=1e-3)  # t, 8 df
+    assert scorecard.verdict_counts(claims) == {"holds": 0, "inconclusive": 2, "fails": 0}
+    assert len(scorecard.paper_claims(claims)) == 1, "a hypothesis is not counted as the paper's claim"
+    assert scorecard.counts_by_kind(claims) == {"paper_number": {"holds": 0, "inconclusive": 1, "fails": 0},
+                                                "hypothesis": {"holds": 0, "inconclusive": 1, "fails": 0}}
     md = scorecard.to_markdown(claims)
+    assert md.index("Orderings of numbers in the paper") < md.index("Our own hypotheses"), "paper's kinds first"
     assert "x \\| y" in md and "{ref}`inconclusive <ch04-verdict>`" in md and "[0, 0.2]" in md
+    assert "| 9 (below 100, one training) |" in md and "| 3 (below 5) |" in md
     assert len(scorecard.comparison_table(_results())) == 1  # rows without a number are dropped
+
+
+def test_a_claim_missing_from_the_registry_is_shown_not_dropped():
+    res = {"04_alignment": {"verdicts": {"made_up": claim(Verdict(1, 0.5, 2, "holds", 5, "t"), "m",
+                                                           section="ch04-verdict")}}}
+    claims = scorecard.claims_table(res)
+    assert list(claims.kind) == ["undeclared"]
+    assert "Claims missing from the registry" in scorecard.to_markdown(claims)
 
 
 def test_load_results(tmp_path):

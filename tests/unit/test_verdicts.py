@@ -70,3 +70,14 @@ def test_claim_record_is_json_ready():
                 paper=0.26)
     assert json.loads(json.dumps(rec))["verdict"] == "holds"
     assert set(rec) >= {"claim", "estimate", "low", "high", "verdict", "paper", "section"}
+
+
+def test_minimum_detectable_effect_from_the_interval():
+    from nearid.verdicts import minimum_detectable_effect as mde
+
+    # a normal interval of half-width 1.96 is SE 1: MDE = 1.96 + 0.84
+    assert mde(-1.96, 1.96, 1000, "bootstrap") == pytest.approx(2.8016, abs=1e-4)
+    # Student's t with 2 df: half-width / t_0.975 = SE, times (t_0.975 + t_0.8)
+    assert mde(0.0, 2 * 4.3027, 3, "t") == pytest.approx(4.3027 + 1.0607, abs=1e-3)
+    assert mde(0.0, float("inf"), 3, "t") == float("inf")
+    assert np.isnan(mde(0.0, 1.0, 1, "t")) and np.isnan(mde(float("nan"), 1.0, 5, "t"))

@@ -43,17 +43,30 @@ VERDICT_KEYS = ("claim", "estimate", "low", "high", "verdict", "n", "method", "p
 COMPARISON_KEYS = ("table", "row", "column", "ours", "paper")
 
 
+# The blocks of a chapter's results that hold decided claims (nearid.verdicts.claim records).
+CLAIM_BLOCKS = ("verdicts", "hypotheses")
+
+
 def check_payload(payload: dict[str, Any]) -> None:
     """The summary page reads every chapter's ``verdicts`` and ``paper_comparison``: refuse a
     record it could not read, naming it, instead of a page that silently drops it."""
+    from nearid import claims
     from nearid.verdicts import VERDICTS
 
-    for claim_id, rec in (payload.get("verdicts") or {}).items():
-        missing = [k for k in VERDICT_KEYS if k not in rec]
-        if missing:
-            raise ValueError(f"verdict {claim_id!r} lacks {missing} (build it with nearid.verdicts.claim)")
-        if rec["verdict"] not in VERDICTS:
-            raise ValueError(f"verdict {claim_id!r} is {rec['verdict']!r}; valid: {', '.join(VERDICTS)}")
+    for block in CLAIM_BLOCKS:
+        for claim_id, rec in (payload.get(block) or {}).items():
+            missing = [k for k in VERDICT_KEYS if k not in rec]
+            if missing:
+                raise ValueError(f"verdict {claim_id!r} lacks {missing} (build it with nearid.verdicts.claim)")
+            if rec["verdict"] not in VERDICTS:
+                raise ValueError(f"verdict {claim_id!r} is {rec['verdict']!r}; valid: {', '.join(VERDICTS)}")
+            declared = claims.registry().get(claim_id)
+            if declared is None:
+                raise ValueError(f"verdict {claim_id!r} is not declared in {claims.REGISTRY.name}: declare it "
+                                 "(kind, test, unit, min_n, protocol) before its result")
+            if declared.section != rec["section"]:
+                raise ValueError(f"verdict {claim_id!r} is decided in section {rec['section']!r}; "
+                                 f"{claims.REGISTRY.name} declares {declared.section!r} ({declared.chapter})")
     for i, rec in enumerate(payload.get("paper_comparison") or []):
         missing = [k for k in COMPARISON_KEYS if k not in rec]
         if missing:

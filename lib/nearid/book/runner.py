@@ -99,11 +99,23 @@ def get_chapter(name: str, root: Path | None = None) -> Chapter:
 
 
 # ----------------------------------------------------------------------------- cache key
+# Data files of the package that a module reads and whose content decides what a chapter
+# writes: the registry of claims (every chapter's save checks its verdicts against it; the
+# summary reads kinds and units from it).
+MODULE_DATA = {"nearid.claims": ("claims.yaml",)}
+
+
 def chapter_code(chapter: Chapter) -> dict[str, Path]:
     """The ``nearid`` modules a chapter runs: those its source imports, transitively, plus its
-    parameter module (loaded by name, so no import names it)."""
-    return codehash.module_closure(chapter.source.read_text(),
+    parameter module (loaded by name, so no import names it), plus the data files those
+    modules read (:data:`MODULE_DATA`)."""
+    code = codehash.module_closure(chapter.source.read_text(),
                                    extra_roots=[profiles.module_name(chapter.key)], package_dir=LIB_DIR)
+    for module, names in MODULE_DATA.items():
+        if module in code:
+            for name in names:
+                code[f"{module.rpartition('.')[0]}/{name}"] = code[module].with_name(name)
+    return code
 
 
 def kernel_threads() -> int:
@@ -937,6 +949,33 @@ def try_write_pages(out_dir: Path, root: Path | None = None) -> str | None:
     return None
 
 
+def _size_text(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return f"{len(value)} values" if len(value) > 4 else "[" + ", ".join(map(str, value)) + "]"
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def _profile_lines() -> list[str]:
+    """What each profile runs, beside what the paper ran (nearid.paper.SETUPS): ``full`` is the
+    largest we define, not the paper's models."""
+    from nearid import paper
+
+    lines = ["## What each profile runs", "",
+             "Every profile runs the same code on stand-ins we can train or generate offline; `full` is the "
+             "largest we define (for one GPU), not the paper's models or data. The sizes below are the "
+             "profiles' defaults (`nearid params NN` lists every parameter).", "",
+             "| chapter | the paper | what we run instead | smoke | quick | full |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for key in profiles.CHAPTERS:
+        sizes, stand_in = profiles.SCALES.get(key, ((), ""))
+        if not sizes:
+            continue
+        cells = ["; ".join(f"{name} {_size_text(profiles.CHAPTERS[key][p][name])}" for name in sizes)
+                 for p in profiles.PROFILES]
+        lines.append(f"| {key} | {paper.SETUPS.get(key, '')} | {stand_in} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def _write_run_report(out_dir: Path, root: Path | None) -> Path:
     records = []
     path = out_dir / "timings.json"
@@ -967,6 +1006,7 @@ def _write_run_report(out_dir: Path, root: Path | None) -> Path:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             lines.append(f"| {name} | {importlib.metadata.version(name)} |")
     lines += [f"| python | {platform.python_version()} |", ""]
+    lines += _profile_lines()
     lines += ["## When a chapter runs again", "",
               "`nearid book` skips a chapter whose outputs were made under the same *cache key*: "
               "a sha256 of the chapter's source (`notebooks/NN_slug.py`), its profile and resolved "
@@ -974,7 +1014,8 @@ def _write_run_report(out_dir: Path, root: Path | None) -> Path:
               "walking its imports statically, lazy imports inside functions included, plus the "
               "chapter's own parameter module), the versions of every installed package and the "
               "Python version. Editing the command line, the runner or another chapter's "
-              "experiment re-executes nothing here; a file that is not Python code never counts.",
+              "experiment re-executes nothing here; of the files that are not Python code only the "
+              "registry of claims (`lib/nearid/claims.yaml`) counts, for every chapter.",
               "", "| chapter | `nearid` modules its key covers |", "| --- | --- |"]
     for key_file in sorted(out_dir.glob("*.key")):
         with contextlib.suppress(json.JSONDecodeError, KeyError, OSError):

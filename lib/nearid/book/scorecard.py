@@ -1,9 +1,10 @@
 """The summary page's tables, computed from every chapter's results file.
 
-Each chapter saves ``verdicts`` (one record per claim of the paper it tests, built with
-:func:`nearid.verdicts.claim`) and, for Tables 1-4, ``paper_comparison`` (our number beside
-the paper's). The summary page only reads and arranges them, so it cannot disagree with the
-chapters: change a chapter's JSON and the page follows on the next build.
+Each chapter saves ``verdicts`` (one record per claim it tests, built with
+:func:`nearid.verdicts.claim` and declared in the registry of claims, :mod:`nearid.claims`)
+and, for Tables 1-4, ``paper_comparison`` (our number beside the paper's). The summary page
+only reads and arranges them, so it cannot disagree with the chapters: change a chapter's
+JSON and the page follows on the next build.
 """
 
 from __future__ import annotations
@@ -36,20 +37,37 @@ def load_results(folder: str | os.PathLike, chapters: Iterable[str]) -> dict[str
     return out
 
 
+CLAIM_COLUMNS = ["chapter", "claim_id", "claim", "kind", "paper", "ours", "low", "high", "verdict", "method", "n",
+                 "unit", "min_n", "retraining", "test", "mde", "section", "profile"]
+
+
 def claims_table(results: dict[str, dict | None]) -> pd.DataFrame:
-    """One row per claim: chapter, claim id and words, paper's number, ours, interval, verdict,
-    the section that decides it, and the profile the chapter ran with."""
+    """One row per decided claim (each chapter's ``verdicts`` and ``hypotheses``), joined to
+    its entry in the registry of claims (:mod:`nearid.claims`): kind, test, resampling unit
+    and its declared minimum, whether retraining is resampled, and the minimum detectable
+    effect at 80% power. A claim the registry lacks is kept, as kind "undeclared"."""
+    from nearid import claims as registry
+    from nearid.book.results import CLAIM_BLOCKS
+    from nearid.verdicts import minimum_detectable_effect
+
+    declared = registry.registry()
     rows = []
     for key, res in results.items():
         if not res:
             continue
-        for claim_id, rec in (res.get("verdicts") or {}).items():
-            rows.append({"chapter": key, "claim_id": claim_id, "claim": rec["claim"], "paper": rec.get("paper"),
-                         "ours": rec["estimate"], "low": rec["low"], "high": rec["high"],
-                         "verdict": rec["verdict"], "method": rec.get("method"), "n": rec.get("n"),
-                         "section": rec["section"], "profile": res.get("profile", "?")})
-    return pd.DataFrame(rows, columns=["chapter", "claim_id", "claim", "paper", "ours", "low", "high", "verdict",
-                                       "method", "n", "section", "profile"])
+        for block in CLAIM_BLOCKS:
+            for claim_id, rec in (res.get(block) or {}).items():
+                entry = declared.get(claim_id)
+                rows.append({"chapter": key, "claim_id": claim_id, "claim": rec["claim"],
+                             "kind": entry.kind if entry else "undeclared", "paper": rec.get("paper"),
+                             "ours": rec["estimate"], "low": rec["low"], "high": rec["high"],
+                             "verdict": rec["verdict"], "method": rec.get("method"), "n": rec.get("n"),
+                             "unit": entry.unit if entry else None, "min_n": entry.min_n if entry else None,
+                             "retraining": entry.retraining if entry else None,
+                             "test": entry.test if entry else None,
+                             "mde": minimum_detectable_effect(rec["low"], rec["high"], rec.get("n"), rec.get("method")),
+                             "section": rec["section"], "profile": res.get("profile", "?")})
+    return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
 def comparison_table(results: dict[str, dict | None]) -> pd.DataFrame:
@@ -74,18 +92,65 @@ def _interval(low, high) -> str:
     return f"[{low:.3g}, {high:.3g}]"
 
 
+def kind_order() -> list[str]:
+    """The kinds in the order the summary shows them: the paper's claims first."""
+    from nearid.claims import KINDS
+
+    return [*KINDS, "undeclared"]
+
+
+def _n_cell(r) -> str:
+    """n, flagged when below the declared minimum or when one training stands behind it."""
+    if r.n is None or (isinstance(r.n, float) and not math.isfinite(r.n)):
+        return "–"
+    flags = []
+    if r.min_n is not None and not pd.isna(r.min_n) and r.n < r.min_n:
+        flags.append(f"below {int(r.min_n)}")
+    if r.retraining == "not resampled":
+        flags.append("one training")
+    return f"{int(r.n)}" + (f" ({', '.join(flags)})" if flags else "")
+
+
 def to_markdown(claims: pd.DataFrame) -> str:
-    """The claims as a MyST table; each verdict links to the chapter section deciding it."""
-    lines = ["| chapter | claim | paper | ours | 95% interval | verdict | profile |",
-             "| --- | --- | ---: | ---: | --- | --- | --- |"]
-    for r in claims.itertuples():
-        claim = str(r.claim).replace("|", "\\|")
-        lines.append(f"| {chapter_title(r.chapter)} | {claim} | {_number(r.paper)} | {_number(r.ours)} | "
-                     f"{_interval(r.low, r.high)} | {{ref}}`{r.verdict} <{r.section}>` | {r.profile} |")
-    return "\n".join(lines)
+    """The claims as MyST tables, one per kind (a bold caption with its tally above each);
+    each verdict links to the chapter section deciding it."""
+    from nearid.claims import KINDS
+
+    blocks = []
+    for kind in kind_order():
+        sub = claims[claims["kind"] == kind]
+        if sub.empty:
+            continue
+        tally = verdict_counts(sub)
+        caption = KINDS.get(kind, "claims missing from the registry")
+        blocks.append(f"**{caption[0].upper()}{caption[1:]}**: " + ", ".join(
+            f"{k} {word}" for word, k in tally.items() if k) + ".")
+        lines = ["| chapter | claim | paper | ours | 95% interval | MDE | n | verdict |",
+                 "| --- | --- | ---: | ---: | --- | ---: | ---: | --- |"]
+        for r in sub.itertuples():
+            claim = str(r.claim).replace("|", "\\|")
+            lines.append(f"| {chapter_title(r.chapter)} | {claim} | {_number(r.paper)} | {_number(r.ours)} | "
+                         f"{_interval(r.low, r.high)} | {_number(r.mde)} | {_n_cell(r)} | "
+                         f"{{ref}}`{r.verdict} <{r.section}>` |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def verdict_counts(claims: pd.DataFrame) -> dict[str, int]:
     """How many claims hold, are inconclusive, fail."""
     counts = claims["verdict"].value_counts()
     return {v: int(counts.get(v, 0)) for v in VERDICT_ORDER}
+
+
+def counts_by_kind(claims: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """:func:`verdict_counts` for each kind present, in :func:`kind_order`."""
+    return {k: verdict_counts(claims[claims["kind"] == k]) for k in kind_order() if (claims["kind"] == k).any()}
+
+
+def paper_claims(claims: pd.DataFrame) -> pd.DataFrame:
+    """The rows that count as the paper's claims: its claims in words and its tables' orderings
+    (not ties it prints as 0, checks of our method or our own hypotheses)."""
+    from nearid.claims import COUNTED_KINDS
+
+    return claims[claims["kind"].isin(COUNTED_KINDS)]
+

@@ -35,8 +35,8 @@ def module_name(chapter_key: str) -> str:
     return f"{__name__}.ch{chapter_key}"
 
 
-def _load() -> tuple[dict, dict, dict, dict, dict]:
-    chapters, constraints, rules, reads, read_keys = {}, {}, {}, {}, {}
+def _load() -> tuple[dict, dict, dict, dict, dict, dict]:
+    chapters, constraints, rules, reads, read_keys, scales = {}, {}, {}, {}, {}, {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if not (info.name.startswith("ch") and info.name[2:4].isdigit()):
             continue
@@ -47,7 +47,8 @@ def _load() -> tuple[dict, dict, dict, dict, dict]:
         rules[key] = list(getattr(module, "RULES", []))
         reads[key] = tuple(getattr(module, "READS", ()))
         read_keys[key] = getattr(module, "READ_KEYS", None)
-    return chapters, constraints, rules, reads, read_keys
+        scales[key] = (tuple(getattr(module, "SIZES", ())), getattr(module, "STAND_IN", ""))
+    return chapters, constraints, rules, reads, read_keys, scales
 
 
 CHAPTERS: dict[str, dict[str, dict[str, Any]]]
@@ -55,7 +56,9 @@ CONSTRAINTS: dict[str, dict[str, Constraint]]
 RULES: dict[str, list[Rule]]
 READS: dict[str, tuple[str, ...]]  # chapters whose results a chapter reads (run before it)
 READ_KEYS: dict[str, tuple[str, ...] | None]  # ... and the entries of those results it uses (None: all)
-CHAPTERS, CONSTRAINTS, RULES, READS, READ_KEYS = _load()
+# the parameters that size a chapter's run and what stands in for the paper's setup
+SCALES: dict[str, tuple[tuple[str, ...], str]]
+CHAPTERS, CONSTRAINTS, RULES, READS, READ_KEYS, SCALES = _load()
 
 
 class Params(dict):

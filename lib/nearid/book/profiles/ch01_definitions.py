@@ -29,6 +29,11 @@ PROFILES = {
                  ica_dim=8, ica_repeats=20),
 }
 
+# What the "How this book was run" page shows of each profile beside the paper's setup
+# (nearid.paper.SETUPS): the parameters that size a run, and what stands in for the paper's.
+SIZES = ("n_points", "ica_sample_sizes", "ica_dim", "ica_repeats")
+STAND_IN = ("FastICA on synthetic sources; nothing is trained")
+
 CONSTRAINTS = dict(
     seed=SEED, n_points=Interval(int, 10), noise_levels=ListOf(NON_NEGATIVE),
     ica_sample_sizes=ListOf(Interval(int, 10)),

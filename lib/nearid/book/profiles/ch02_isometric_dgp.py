@@ -33,6 +33,11 @@ PROFILES = {
                  image_epochs=100),
 }
 
+# What the "How this book was run" page shows of each profile beside the paper's setup
+# (nearid.paper.SETUPS): the parameters that size a run, and what stands in for the paper's.
+SIZES = ("seeds", "latent_dim", "observed_dim", "n_train", "epochs", "hidden")
+STAND_IN = ("our isometric DGP with small MLP autoencoders, and a blob-image DGP")
+
 
 def _toy(name: str):
     """A constraint nearid.data.toy declares, looked up when first checked (toy imports scipy)."""

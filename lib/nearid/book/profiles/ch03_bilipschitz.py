@@ -30,6 +30,11 @@ PROFILES = {
                  digit_n_trains=[15000, 30000, 60000]),
 }
 
+# What the "How this book was run" page shows of each profile beside the paper's setup
+# (nearid.paper.SETUPS): the parameters that size a run, and what stands in for the paper's.
+SIZES = ("seeds", "n_train", "latent_dim", "hidden", "alphas", "epochs", "digits")
+STAND_IN = ("MNIST MLP autoencoders of ours, leak swept (our alpha = 1 is the linear end)")
+
 CONSTRAINTS = dict(
     seed=SEED, seeds=SEEDS, alphas=ListOf(Interval(float, 0, 1), unique=True),
     weight_decays=ListOf(NON_NEGATIVE, unique=True), latent_dim=Interval(int, 2),

@@ -46,6 +46,14 @@ PROFILES = {
                  sentences=5000, clf_base_feature_dim=256),
 }
 
+# What the "How this book was run" page shows of each profile beside the paper's setup
+# (nearid.paper.SETUPS): the parameters that size a run, and what stands in for the paper's.
+SIZES = ("mnist_train", "mae_embed_dim", "mae_depth", "mae_epochs", "clf_feature_dim", "resnet_train", "resnet_epochs",
+         "lm_hidden", "lm_layers")
+STAND_IN = ("a tiny GPT-NeoX trained on Shakespeare for Pythia-160M; our MAE against timm's, CNNs of two widths and "
+            "ResNet-18, all on MNIST; full loads two Pythia-160M checkpoints from data/pythia when present and "
+            "otherwise trains the tiny models (the chapter says which)")
+
 # checked in this order: `pairs` (whose names live in the experiment module, which imports
 # torch) last, so that any other bad value fails before that import
 CONSTRAINTS = dict(

@@ -48,6 +48,11 @@ PROFILES = {
                  trend_epochs=[8, 15, 30, 60], lr=1e-3, width=32, hidden=256, traversal_size=64),
 }
 
+# What the "How this book was run" page shows of each profile beside the paper's setup
+# (nearid.paper.SETUPS): the parameters that size a run, and what stands in for the paper's.
+SIZES = ("seeds", "image_size", "n_train", "epochs", "width")
+STAND_IN = ("procedural look-alikes of the four datasets, rendered here, and all four models trained by us")
+
 # checked in this order: the three whose rules live in the experiment module (which imports
 # torch) last, so that any other bad value fails before that import
 CONSTRAINTS = dict(

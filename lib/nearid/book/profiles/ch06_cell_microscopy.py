@@ -32,6 +32,11 @@ PROFILES = {
                  n_estimators=300, ica_grid=[4, 8, 16, 32, 64, 128, 192], trend_epochs=[25, 50, 100]),
 }
 
+# What the "How this book was run" page shows of each profile beside the paper's setup
+# (nearid.paper.SETUPS): the parameters that size a run, and what stands in for the paper's.
+SIZES = ("image_size", "n_batches", "controls_per_batch", "embed_dim", "depth", "epochs")
+STAND_IN = ("a simulated cell screen and a small ViT-MAE of ours (RxRx3-core embeddings instead when their files are given)")
+
 CONSTRAINTS = dict(
     seed=SEED, device=DEVICE, image_size=Interval(int, 16), n_batches=Interval(int, 2),
     controls_per_batch=Interval(int, 2), wells_per_guide=POSITIVE_INT, cells_per_well=POSITIVE_INT,

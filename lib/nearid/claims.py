@@ -1,0 +1,92 @@
+"""The registry of claims (``claims.yaml`` beside this module): every verdict a chapter
+decides, declared before its result, with what kind of statement it tests, how, on which
+resampling unit, and the protocol choices it rests on.
+
+A chapter cannot save a verdict the registry does not hold, or hold under another section
+(:func:`nearid.book.results.save` checks), and the summary page reads kinds, units and minimum
+numbers from here. When a claim's test or protocol changes, its earlier version moves to the
+entry's ``history`` with the verdict it gave, so the record of what was decided when is the
+file's git history.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+REGISTRY = Path(__file__).with_name("claims.yaml")
+KINDS = {
+    "paper_claim": "claims the paper makes in words",
+    "paper_number": "orderings of numbers in the paper's tables",
+    "paper_tie": "differences the paper prints as 0 (shown, not counted as claims of the paper)",
+    "method_check": "checks of our method (the paper makes no such claim)",
+    "hypothesis": "our own hypotheses, beyond the paper",
+}
+COUNTED_KINDS = ("paper_claim", "paper_number")  # what the summary's headline counts
+TESTS = ("superiority", "non_inferiority", "equivalence")
+RETRAINING = ("resampled", "not resampled", "none")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One entry of the registry (see the header of ``claims.yaml`` for every field)."""
+
+    id: str
+    chapter: str
+    section: str
+    kind: str
+    test: str
+    margin: float
+    unit: str
+    min_n: int
+    retraining: str
+    min_trainings: int | None = None
+    paper: dict | None = None
+    protocol: tuple[str, ...] = ()
+    note: str | None = None
+    history: tuple[dict, ...] = field(default_factory=tuple)
+
+    @property
+    def counts_as_paper_claim(self) -> bool:
+        return self.kind in COUNTED_KINDS
+
+
+def _entry(raw: dict, where: str) -> Claim:
+    known = set(Claim.__dataclass_fields__)
+    unknown = sorted(set(raw) - known)
+    missing = sorted(k for k in ("id", "chapter", "section", "kind", "test", "margin", "unit", "min_n", "retraining")
+                     if k not in raw)
+    if unknown or missing:
+        raise ValueError(f"{where}: " + "; ".join(
+            ([f"unknown fields {unknown}"] if unknown else []) + ([f"missing fields {missing}"] if missing else [])))
+    for name, allowed in (("kind", KINDS), ("test", TESTS), ("retraining", RETRAINING)):
+        if raw[name] not in allowed:
+            raise ValueError(f"{where}: {name} {raw[name]!r}; valid: {', '.join(allowed)}")
+    if raw["kind"] in ("paper_claim", "paper_number", "paper_tie") and not (raw.get("paper") or {}).get("where"):
+        raise ValueError(f"{where}: a {raw['kind']} names where the paper says it (paper.where)")
+    if raw["retraining"] == "not resampled" and not raw.get("min_trainings"):
+        raise ValueError(f"{where}: a verdict on one training declares min_trainings (the target)")
+    return Claim(**{**raw, "protocol": tuple(raw.get("protocol") or ()), "history": tuple(raw.get("history") or ()),
+                    "margin": float(raw["margin"]), "min_n": int(raw["min_n"])})
+
+
+def load(path: Path = REGISTRY) -> dict[str, Claim]:
+    """{claim id: Claim}; ValueError naming the entry on a malformed or repeated one."""
+    doc = yaml.safe_load(Path(path).read_text())
+    out: dict[str, Claim] = {}
+    for i, raw in enumerate((doc or {}).get("claims") or []):
+        where = f"{Path(path).name}, entry {i + 1} ({raw.get('id', '?')})"
+        entry = _entry(raw, where)
+        if entry.id in out:
+            raise ValueError(f"{where}: the id {entry.id!r} is declared twice")
+        out[entry.id] = entry
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def registry() -> dict[str, Claim]:
+    """The package's registry, read once per process."""
+    return load()

@@ -1,0 +1,75 @@
+"""The registry of claims (nearid.claims): well-formed, and tied both ways to what the
+chapters decide, so no verdict reaches the book undeclared and no declared claim goes missing."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nearid import claims
+from nearid.book.results import CLAIM_BLOCKS
+
+REFERENCE = Path(__file__).resolve().parents[2] / "book" / "reference"
+
+
+def _decided(profile):
+    out = {}
+    for path in sorted((REFERENCE / profile).glob("0[1-6]_*.json")):
+        doc = json.loads(path.read_text())
+        for block in CLAIM_BLOCKS:
+            for cid, rec in (doc.get(block) or {}).items():
+                out[cid] = (path.stem, rec["section"])
+    return out
+
+
+@pytest.mark.parametrize("profile", ["smoke", "quick"])
+def test_every_verdict_of_every_chapter_is_declared_in_its_chapter_and_section(profile):
+    registry = claims.registry()
+    for cid, (chapter, section) in _decided(profile).items():
+        assert cid in registry, f"{chapter} decides {cid!r}, which the registry does not declare"
+        assert (registry[cid].chapter, registry[cid].section) == (chapter, section), cid
+
+
+def test_every_declared_claim_is_decided_in_the_quick_book():
+    """The book's default profile decides every claim of the registry (smoke may skip a few:
+    chapter 01's smoke run has no Gaussian sources)."""
+    assert set(claims.registry()) == set(_decided("quick"))
+
+
+def test_the_registry_declares_what_the_issue_asks_of_every_entry():
+    for c in claims.registry().values():
+        assert c.unit and c.min_n >= 2 and c.protocol, c.id
+        if c.kind in ("paper_claim", "paper_number", "paper_tie"):
+            assert c.paper["where"] and c.paper["words"], c.id
+        if c.kind == "paper_tie":
+            assert not c.counts_as_paper_claim
+
+
+def _write(tmp_path, entries):
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump({"claims": entries}))
+    return path
+
+
+BASE = dict(id="a", chapter="09_x", section="ch09-v", kind="method_check", test="superiority", margin=0.0,
+            unit="seeds", min_n=3, retraining="resampled")
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"kind": "claim"}, "kind 'claim'; valid: paper_claim"),
+    ({"test": "bigger"}, "test 'bigger'; valid: superiority, non_inferiority, equivalence"),
+    ({"colour": "red"}, r"unknown fields \['colour'\]"),
+    ({"kind": "paper_claim"}, "names where the paper says it"),
+    ({"retraining": "not resampled"}, "declares min_trainings"),
+])
+def test_a_malformed_entry_is_refused_with_its_name(tmp_path, change, match):
+    with pytest.raises(ValueError, match=match):
+        claims.load(_write(tmp_path, [{**BASE, **change}]))
+
+
+def test_a_repeated_or_incomplete_entry_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="declared twice"):
+        claims.load(_write(tmp_path, [BASE, BASE]))
+    with pytest.raises(ValueError, match=r"missing fields \['min_n'\]"):
+        claims.load(_write(tmp_path, [{k: v for k, v in BASE.items() if k != "min_n"}]))
