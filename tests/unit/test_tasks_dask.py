@@ -146,9 +146,15 @@ def test_a_local_cluster_for_one_call(tmp_path):
     assert "6 tasks: 0 reused, 6 computed" in lines[-1] and "dask x2" in lines[-1]
 
 
-def test_gpu_tasks_on_a_cluster_without_gpus_run_anyway_and_say_so(tmp_path):
+def test_gpu_tasks_on_a_cluster_without_gpus_run_anyway_and_say_so(tmp_path, monkeypatch):
     """CPU-only workers (as `dask worker ... --nworkers 2 --nthreads 1` starts them): a GPU
     request would hold the tasks for ever, so it is dropped, with a line saying so."""
+    # the worker runs in this process (processes=False) and sets its thread variables here, as
+    # a worker process would for itself: put them back afterwards
+    from nearid import kernels
+
+    for var in kernels.THREAD_VARS:
+        monkeypatch.setenv(var, os.environ.get(var, "1"))
     with distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=1, dashboard_address=":0") as c:
         lines = []
         out = run_tasks([Task(tf.where_am_i, {"x": i}, gpu=True) for i in range(2)], executor="dask",
