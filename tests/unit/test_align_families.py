@@ -106,3 +106,50 @@ def test_efficiency_edge_cases():
     assert align.ica_efficiency(0.3, 0.1, 0.1) == pytest.approx(1.0)  # ICA as good as rigid
     assert align.ica_efficiency(0.3, 0.1, 0.3) == pytest.approx(0.0)  # no better than perm
     assert np.isnan(align.ica_efficiency(0.2, 0.2, 0.1))  # no gap to close
+
+
+def _laplace_unequal(n=6000, d=8, seed=0):
+    """Independent Laplace sources with unequal scales (so no direction is degenerate)."""
+    rng = np.random.default_rng(seed)
+    return rng.laplace(size=(n, d)) * np.geomspace(3.0, 0.3, d), rng
+
+
+def _planted_permutation(dead):
+    S, rng = _laplace_unequal()
+    perm, signs = rng.permutation(S.shape[1]), rng.choice([-1.0, 1.0], S.shape[1])
+    A, B = S, S[:, perm] * signs
+    if dead:
+        A = np.column_stack([A, np.full((len(A), dead), 2.0)])
+        B = np.column_stack([np.full((len(B), dead), -1.0), B])
+    return A, B
+
+
+@pytest.mark.parametrize("dead", [0, 2])
+def test_with_every_component_each_family_scores_a_planted_signed_permutation_at_0(dead):
+    """The truth is an exact signed permutation, so every family's error is 0; whitened onto
+    every direction, ICA's is too. Dead (constant) columns on both sides change nothing."""
+    res = align.compare(*_planted_permutation(dead), seed=0, ica_components="all")
+    assert max(res.errors.values()) < 1e-3, res.errors
+
+
+@pytest.mark.xfail(strict=True, reason="issue 21 item 3, open: under the default 95% whitening rule the ICA family "
+                                       "predicts B's trailing directions by their mean, a floor the other families "
+                                       "do not pay; 'all' removes it but left FastICA unconverged on "
+                                       "test_align_fast's planted dead and duplicate columns, so the default is "
+                                       "not changed yet")
+def test_under_the_default_rule_ica_scores_a_planted_signed_permutation_at_0():
+    res = align.compare(*_planted_permutation(0), seed=0)
+    assert res.errors["ica"] < 1e-3, res.errors
+
+
+@pytest.mark.parametrize("dead", [0, 2])
+def test_ica_undoes_a_planted_rotation_of_independent_sources(dead):
+    S, rng = _laplace_unequal()
+    Q = np.linalg.qr(rng.normal(size=(S.shape[1], S.shape[1])))[0]
+    A, B = S, S @ Q
+    if dead:
+        A = np.column_stack([np.zeros((len(A), dead)), A])
+        B = np.column_stack([B, np.ones((len(B), dead))])
+    res = align.compare(A, B, seed=0, ica_components="all")
+    assert res.errors["ica"] < 0.03 and res.errors["rigid"] < 1e-4, res.errors
+    assert res.errors["permutation"] > 0.2 and res.ica_efficiency > 0.9
