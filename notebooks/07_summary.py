@@ -61,6 +61,7 @@ glue("n_other", len(claims) - len(counted))
 glue("profiles", ", ".join(sorted(set(claims.profile))) or "none")
 glue("n_one_training", int((counted.retraining == "not resampled").sum()))
 glue("n_below_min", int((counted.n < counted.min_n).sum()))
+glue("n_unconverged", int((counted.ica_converged == False).sum()))  # noqa: E712 (None: no ICA fit recorded)
 for verdict, k in counts.items():
     glue(f"n_{verdict}", k)
 glue("n_numbers", len(comparison))
@@ -83,7 +84,9 @@ glue("missing", ", ".join(missing) if missing else "none")
 # interval resamples; "below" flags fewer than the registry's minimum, and "one training"
 # flags an interval over evaluation units of a single trained model, which leaves out the
 # variance of retraining ({glue:text}`n_one_training` of the counted claims;
-# {glue:text}`n_below_min` below their declared minimum).
+# {glue:text}`n_below_min` below their declared minimum); "FastICA unconverged" flags a
+# verdict that rests on a FastICA fit that stopped at its iteration cap
+# ({glue:text}`n_unconverged` of the counted claims).
 
 # %% tags=["remove-input"]
 display(Markdown(scorecard.to_markdown(claims)))

@@ -39,6 +39,11 @@ def test_tables_counts_and_markdown():
     assert md.index("Orderings of numbers in the paper") < md.index("Our own hypotheses"), "paper's kinds first"
     assert "x \\| y" in md and "{ref}`inconclusive <ch04-verdict>`" in md and "[0, 0.2]" in md
     assert "| 9 (below 100, one training) |" in md and "| 3 (below 5) |" in md
+    res = _results()
+    res["04_alignment"]["verdicts"]["order_cnn_widths_rigid_linear"]["ica_converged"] = False
+    flagged = scorecard.claims_table(res)
+    assert flagged.loc[0, "ica_converged"] is False and flagged.loc[1, "ica_converged"] is None
+    assert "| 9 (below 100, one training, FastICA unconverged) |" in scorecard.to_markdown(flagged)
     assert len(scorecard.comparison_table(_results())) == 1  # rows without a number are dropped
 
 

@@ -38,14 +38,16 @@ def load_results(folder: str | os.PathLike, chapters: Iterable[str]) -> dict[str
 
 
 CLAIM_COLUMNS = ["chapter", "claim_id", "claim", "kind", "paper", "ours", "low", "high", "verdict", "method", "n",
-                 "unit", "min_n", "retraining", "test", "mde", "section", "profile"]
+                 "unit", "min_n", "retraining", "test", "mde", "ica_converged", "section", "profile"]
 
 
 def claims_table(results: dict[str, dict | None]) -> pd.DataFrame:
     """One row per decided claim (each chapter's ``verdicts`` and ``hypotheses``), joined to
     its entry in the registry of claims (:mod:`nearid.claims`): kind, test, resampling unit
     and its declared minimum, whether retraining is resampled, and the minimum detectable
-    effect at 80% power. A claim the registry lacks is kept, as kind "undeclared"."""
+    effect at 80% power, and ``ica_converged`` (False where the verdict rests on a FastICA fit
+    that did not converge; None where no ICA fit is recorded). A claim the registry lacks is
+    kept, as kind "undeclared"."""
     from nearid import claims as registry
     from nearid.book.results import CLAIM_BLOCKS
     from nearid.verdicts import minimum_detectable_effect
@@ -66,6 +68,7 @@ def claims_table(results: dict[str, dict | None]) -> pd.DataFrame:
                              "retraining": entry.retraining if entry else None,
                              "test": entry.test if entry else None,
                              "mde": minimum_detectable_effect(rec["low"], rec["high"], rec.get("n"), rec.get("method")),
+                             "ica_converged": rec.get("ica_converged"),
                              "section": rec["section"], "profile": res.get("profile", "?")})
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
@@ -108,6 +111,8 @@ def _n_cell(r) -> str:
         flags.append(f"below {int(r.min_n)}")
     if r.retraining == "not resampled":
         flags.append("one training")
+    if r.ica_converged is False:
+        flags.append("FastICA unconverged")
     return f"{int(r.n)}" + (f" ({', '.join(flags)})" if flags else "")
 
 
