@@ -509,13 +509,16 @@ glue("verdict_counts", ", ".join(f"{k} {n_verdicts.get(k, 0)}" for k in ("holds"
 # a linear decoder is expected to be the most nearly isometric, so the paper's "$\alpha \to 0$"
 # reads as our "$\alpha \to 1$". For the rigid error between seeds the verdict is
 # {glue:text}`rho_all_verdict` over all decoders and {glue:text}`dig_verdict` in
-# digit-specific models. Where a claim fails or is inconclusive, the likely reasons are on
-# our side: few seeds, small models and short training (the `quick` profile fits the whole
-# chapter into minutes on two CPU cores) leave a floor of optimisation noise in the rigid
-# error (the fitted $b$ above) that is as large as the effect of $L$, and the Jacobians at
-# held-out codes only estimate the global constant of {prf:ref}`def-bilipschitz`. The
-# `full` profile trains larger models longer on all 60,000 images; we have not run it, and
-# nothing here says what it would show. Reconstruction against $L$: {glue:text}`rec_verdict`.
+# digit-specific models. Reconstruction against $L$: {glue:text}`rec_verdict`.
+#
+# Where a claim fails or is inconclusive, our hypotheses, which this chapter does not test,
+# put the reasons on our side: few seeds, small models and short training (the `quick`
+# profile fits the whole chapter into minutes on two CPU cores) may leave a floor of
+# optimisation noise in the rigid error (the fitted intercept $b$ above) comparable to the
+# effect of $L$; and the Jacobians at held-out codes only estimate the global constant of
+# {prf:ref}`def-bilipschitz`. The `full` profile trains larger models longer on all 60,000
+# images and could test the first; we have not run it, and nothing here says what it would
+# show.
 
 # %% tags=["remove-cell"]
 def records(frame, keys):

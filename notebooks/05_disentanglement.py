@@ -537,12 +537,13 @@ plt.show()
 #   the remaining question is the encoder: when the AE's code is a near-linear mix of the
 #   factors, whitening + ICA unmixes it and InfoM rises.
 # - **Where it cannot.** ICA rotates; it cannot undo a *nonlinear* entanglement, nor
-#   split one factor that the AE spread over a curved manifold (MPI3D's two arm angles, and
-#   hues, which are circular, are the usual suspects).
+#   split one factor that the AE spread over a curved manifold (our guesses, untested here:
+#   MPI3D's two arm angles, and hues, which are circular).
 # - **Budget.** In the quick profile every model sees a few thousand small images for a few
-#   epochs; under-trained VAEs sit closer to their prior and under-trained AEs further from
-#   an isometry, so absolute numbers here are not comparable with the paper's, and the
-#   ranking of the regularised baselines can change with training time.
+#   epochs, so absolute numbers here are not comparable with the paper's. Our hypothesis,
+#   which this page tests only for the AE (the training-budget figure above): under-trained
+#   VAEs sit closer to their prior and under-trained AEs further from an isometry, so the
+#   ranking of the regularised baselines may change with training time.
 # - **Data.** The analogues share the original factor grids but not their images; the
 #   paper's Shapes3D gain (0.34 → 0.79) need not transfer to a renderer where, for example,
 #   hue factors move large areas of pixels.
