@@ -256,7 +256,9 @@ plt.show()
 # bootstrap interval over those units; it holds when the interval lies above 0. Where
 # Gaussian sources are in the sweep, "Gaussian sources stay unresolved" is decided at the
 # largest $n$ per repeat, as the Gaussian Amari distance minus the mean of the non-Gaussian
-# ones, with a Student's t interval over repeats.
+# ones, with a Student's t interval over repeats. Both are *checks of the method* (what
+# {prf:ref}`thm-ica` relies on), not claims the paper tests; the summary lists them apart from
+# the paper's claims.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Amari distance between whitening + FastICA's unmixing and the true mixing (0 = a signed permutation), against the sample size, per source distribution (mean and sd over repeats).", "name": "fig-01-ica"}}
 sweep = ch01_definitions.ica_amari_sweep(sample_sizes=S["ica_sample_sizes"], sources=P.ica_sources,

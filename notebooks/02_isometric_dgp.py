@@ -91,7 +91,10 @@ colors = plotting.family_colors()
 # {glue:text}`ica_rule` components: the code has exactly one axis per factor, so no direction
 # is noise by construction. Four claims are decided from a 95% interval
 # (`nearid.verdicts`): a claim *holds* when the whole interval lies above 0, *fails* when it
-# lies below, and is *inconclusive* when it contains 0 (this run cannot decide it):
+# lies below, and is *inconclusive* when it contains 0 (this run cannot decide it). They are
+# *checks of the method* on a process we built to satisfy the theorems' assumptions, not
+# numbers the paper prints (its Figure 1 draws the process); the summary lists them apart
+# from the paper's claims:
 #
 # 1. **The error to the true factors falls as $\delta$ falls.** Unit: one trained model.
 #    Statistic: Spearman's correlation between $\delta$ and the model's rigid error to $u$,
