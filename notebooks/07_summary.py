@@ -117,3 +117,27 @@ results.save(results_path, {
     "claims": claims.drop(columns=["claim"]).to_dict(orient="records"),
     "n_paper_numbers": len(comparison),
 }, params=P, profile=profile)
+
+# %% [markdown] tags=["new-page:history"]
+# (summary-history)=
+# ## Appendix: how the protocols changed
+#
+# A verdict is only as good as the record of when its protocol was chosen. Every claim is
+# declared in the registry of claims (`lib/nearid/claims.yaml`) before its result; when a
+# claim's test or protocol changes, its earlier version stays in the registry with the
+# verdict it gave, and the registry's git history dates each change. The table lists every
+# earlier version beside the protocol that replaced it and the verdict this build gives
+# ({glue:text}`n_history` changes; each names the commit that made it, since changes made
+# before the registry existed have no registry history of their own).
+
+# %% tags=["remove-input"]
+import pandas as pd
+
+from nearid import claims as registry
+
+history = pd.DataFrame(registry.history_rows(), columns=["claim_id", "chapter", "until", "protocol_then",
+                                                         "verdict_then", "protocol_now"])
+now = claims.set_index("claim_id")["verdict"]
+history["verdict_now"] = [now.get(c, "not decided in this build") for c in history.claim_id]
+glue("n_history", len(history))
+display(Markdown(scorecard.history_markdown(history)))

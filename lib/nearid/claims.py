@@ -67,6 +67,11 @@ def _entry(raw: dict, where: str) -> Claim:
             raise ValueError(f"{where}: {name} {raw[name]!r}; valid: {', '.join(allowed)}")
     if raw["kind"] in ("paper_claim", "paper_number", "paper_tie") and not (raw.get("paper") or {}).get("where"):
         raise ValueError(f"{where}: a {raw['kind']} names where the paper says it (paper.where)")
+    for j, old in enumerate(raw.get("history") or []):
+        lacking = sorted({"until", "protocol", "verdict"} - set(old or {}))
+        if lacking:
+            raise ValueError(f"{where}: history entry {j + 1} lacks {lacking} (the commit that changed it, "
+                             "the protocol then, the verdict it gave)")
     if raw["retraining"] == "not resampled" and not raw.get("min_trainings"):
         raise ValueError(f"{where}: a verdict on one training declares min_trainings (the target)")
     return Claim(**{**raw, "protocol": tuple(raw.get("protocol") or ()), "history": tuple(raw.get("history") or ()),
@@ -90,3 +95,12 @@ def load(path: Path = REGISTRY) -> dict[str, Claim]:
 def registry() -> dict[str, Claim]:
     """The package's registry, read once per process."""
     return load()
+
+
+def history_rows() -> list[dict]:
+    """Every earlier version of every claim, for the summary's appendix: one row each, with
+    the claim's current protocol beside the one it replaced."""
+    return [{"claim_id": c.id, "chapter": c.chapter, "until": old["until"],
+             "protocol_then": "; ".join(old["protocol"]), "verdict_then": old["verdict"],
+             "protocol_now": "; ".join(c.protocol)}
+            for c in registry().values() for old in c.history]

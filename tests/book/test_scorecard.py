@@ -61,3 +61,15 @@ def test_load_results(tmp_path):
     (tmp_path / "01_definitions.json").write_text(json.dumps({"profile": "smoke"}))
     got = scorecard.load_results(tmp_path, ["01_definitions", "02_isometric_dgp"])
     assert got == {"01_definitions": {"profile": "smoke"}, "02_isometric_dgp": None}
+
+
+def test_history_markdown_lists_each_earlier_protocol_with_both_verdicts():
+    import pandas as pd
+
+    from nearid import claims
+
+    history = pd.DataFrame(claims.history_rows())
+    history["verdict_now"] = "inconclusive"
+    md = scorecard.history_markdown(history)
+    assert md.count("\n") == len(history) + 1
+    assert "| `auroc_ica_gt_pca` (06 cell microscopy) | 40c7a93 (2026-11-30) |" in md

@@ -62,6 +62,7 @@ BASE = dict(id="a", chapter="09_x", section="ch09-v", kind="method_check", test=
     ({"colour": "red"}, r"unknown fields \['colour'\]"),
     ({"kind": "paper_claim"}, "names where the paper says it"),
     ({"retraining": "not resampled"}, "declares min_trainings"),
+    ({"history": [{"until": "abc1234", "verdict": "holds"}]}, r"history entry 1 lacks \['protocol'\]"),
 ])
 def test_a_malformed_entry_is_refused_with_its_name(tmp_path, change, match):
     with pytest.raises(ValueError, match=match):
@@ -73,3 +74,12 @@ def test_a_repeated_or_incomplete_entry_is_refused(tmp_path):
         claims.load(_write(tmp_path, [BASE, BASE]))
     with pytest.raises(ValueError, match=r"missing fields \['min_n'\]"):
         claims.load(_write(tmp_path, [{k: v for k, v in BASE.items() if k != "min_n"}]))
+
+
+def test_history_rows_put_each_earlier_protocol_beside_the_current_one():
+    rows = claims.history_rows()
+    ids = {r["claim_id"] for r in rows}
+    assert "auroc_ica_gt_pca" in ids and "order_cnn_widths_ica_rigid" in ids
+    row = next(r for r in rows if r["claim_id"] == "auroc_ica_gt_pca")
+    assert row["until"].startswith("40c7a93") and "every direction" in row["protocol_then"]
+    assert "0.95" in row["protocol_now"] and row["verdict_then"].startswith("holds")

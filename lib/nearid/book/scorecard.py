@@ -159,3 +159,14 @@ def paper_claims(claims: pd.DataFrame) -> pd.DataFrame:
 
     return claims[claims["kind"].isin(COUNTED_KINDS)]
 
+
+def history_markdown(history: pd.DataFrame) -> str:
+    """The appendix's table of earlier protocols (:func:`nearid.claims.history_rows` plus
+    ``verdict_now``) as a MyST table narrow enough for the page: claim, when it changed, the
+    protocol then and its verdict, and today's verdict (today's protocol is in the chapter)."""
+    lines = ["| claim | changed in | protocol then | verdict then | verdict now |",
+             "| --- | --- | --- | --- | --- |"]
+    for r in history.itertuples():
+        lines.append(f"| `{r.claim_id}` ({chapter_title(r.chapter)}) | {r.until} | {r.protocol_then} | "
+                     f"{r.verdict_then} | {r.verdict_now} |")
+    return "\n".join(lines)
