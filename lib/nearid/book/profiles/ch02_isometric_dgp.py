@@ -24,7 +24,7 @@ PROFILES = {
     "smoke": dict(_SHARED, seeds=2, trend_seeds=3, deltas=[0.0, 0.5], latent_dim=3, observed_dim=10,
                   n_train=600, n_test=300, epochs=3, batch_size=128, lr=3e-3,
                   weight_decay=1e-4, hidden=32, image_size=16, image_epochs=2),
-    "quick": dict(_SHARED, seeds=3, trend_seeds=6, deltas=[0.0, 0.2, 0.4, 0.6, 0.8], latent_dim=3,
+    "quick": dict(_SHARED, seeds=5, trend_seeds=6, deltas=[0.0, 0.2, 0.4, 0.6, 0.8], latent_dim=3,
                   observed_dim=20, n_train=3000, n_test=2000, epochs=30, batch_size=128,
                   lr=3e-3, weight_decay=1e-4, hidden=64, image_size=24, image_epochs=20),
     "full": dict(_SHARED, seeds=10, trend_seeds=10, deltas=[0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
