@@ -391,7 +391,8 @@ def collect_pairs(tasks: list[Task], results: list[dict]) -> dict[str, Pair]:
 
 
 def describe(pair: Pair) -> str:
-    """One line on how a pair's models turned out (accuracy, loss, time)."""
+    """One line on how a pair's models turned out (accuracy, loss, time), ending with the
+    pair's note where it has one (a substitution: "checkpoints not found ... instead")."""
     parts = []
     for key, rec in pair.info.items():
         if not isinstance(rec, dict):
@@ -401,7 +402,9 @@ def describe(pair: Pair) -> str:
         if "seconds" in rec:
             facts.append(f"{rec['seconds']:.0f} s")
         parts.append(f"{key} ({', '.join(facts)})")
-    return f"{pair.name}: A {pair.A.shape[1]}-d, B {pair.B.shape[1]}-d, {pair.A.shape[0]} rows; " + "; ".join(parts)
+    note = pair.info.get("note")
+    return (f"{pair.name}: A {pair.A.shape[1]}-d, B {pair.B.shape[1]}-d, {pair.A.shape[0]} rows; " + "; ".join(parts)
+            + (f". NOTE: {note}" if note else ""))
 
 
 # --------------------------------------------------------------------------- Table 1

@@ -282,6 +282,9 @@ def test_pythia_task_without_checkpoints_trains_and_says_so(mnist_root):
                                     max_steps=1)
     assert out["A"].shape == (20, 8) and out["info"]["source"] == "trained"
     assert "not found" in out["info"]["note"] and out["info"]["seed0"]["steps"] == 1
+    line = ch04_alignment.describe(ch04_alignment.Pair("gpt_neox_seeds", out["A"], out["B"], out["info"]))
+    assert line.endswith("NOTE: checkpoints not found at ['no/such/dir', 'nor/this']: trained tiny GPT-NeoX "
+                         "models instead"), "the page's model list says what stood in"
 
 
 def test_profile_parameters():
