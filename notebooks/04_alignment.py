@@ -242,17 +242,26 @@ shown = pd.concat({"ours": ours[cols], "paper": paper_rows.set_axis(ours.index)}
 shown = shown.swaplevel(axis=1).reindex(columns=[(c, s) for c in cols for s in ("ours", "paper")])
 shown[("cka", "ours")] = ours["cka"]
 shown[("components", "A / B")] = [f"{a} / {b}" for a, b in zip(ours["components_a"], ours["components_b"])]
+shown[("FastICA converged", "A / B")] = [" / ".join("yes" if c else "NO" for c in measured[p].ica_converged)
+                                         for p in ours.index]
 shown.insert(0, ("pair", "paper's row"), [paper.TABLE1_LABELS.get(ch04_alignment.paper_row(p), "(not in the paper)")
                                           for p in ours.index])
 shown.index = [LABELS[p] for p in shown.index]
 shown.index.name = "our pair"
 shown.style.format(lambda v: v if isinstance(v, str) else ("" if pd.isna(v) else f"{v:.3f}"))
 
+# %% tags=["remove-cell"]
+unconverged = [LABELS[p] for p, r in measured.items() if not all(r.ica_converged)]
+glue("ica_unconverged", ", ".join(unconverged) if unconverged else "none")
+
 # %% [markdown]
 # Errors are mean held-out $\ell_2$ errors over B's diameter (lower = more alike); the
 # paper columns are Table 1 as printed, "ica_efficiency" is {prf:ref}`def-ica-efficiency`
 # (the paper prints it as a percentage), and "components" is how many whitened components
-# each side kept under the rule. {numref}`fig-04-table1` shows the same errors as bars.
+# each side kept under the rule. "FastICA converged" says whether each side's FastICA met
+# its tolerance within {glue:text}`ica_iter` iterations; pairs where a side did not:
+# {glue:text}`ica_unconverged`. The verdicts on links that involve the ICA family carry this
+# flag to the summary. {numref}`fig-04-table1` shows the same errors as bars.
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Normalised held-out error of each family, per model pair; left ours, right the paper's Table 1 (same colours). Within a pair, the bars left to right are the paper's ordering from worst to best: signed permutation, ICA, rigid, linear.", "name": "fig-04-table1"}}
 long = ch04_alignment.beside_paper(ours)
@@ -592,7 +601,8 @@ table = {p: {k: ours.loc[p, k] for k in ("permutation", "rigid", "linear", "ica"
          for p in ours.index}
 results.save(results_path, {
     "table1": table,
-    "verdicts": ch04_alignment.order_claims(links, section="ch04-verdict"),
+    "verdicts": ch04_alignment.order_claims(links, section="ch04-verdict",
+                                            converged={p: r.ica_converged for p, r in measured.items()}),
     "paper_comparison": ch04_alignment.paper_comparison(ours),
     "order_links": links.drop(columns=["text"]).to_dict(orient="records"),
     "ordering": ordering,
@@ -602,7 +612,8 @@ results.save(results_path, {
     "split": {p: {"n_fit": int(ours.loc[p, "n_fit"]), "n_eval": int(ours.loc[p, "n_eval"]),
                   "dim_a": int(ours.loc[p, "dim_a"]), "dim_b": int(ours.loc[p, "dim_b"]),
                   "components": [int(ours.loc[p, "components_a"]), int(ours.loc[p, "components_b"])],
-                  "variance_kept": [float(ours.loc[p, "variance_a"]), float(ours.loc[p, "variance_b"])]}
+                  "variance_kept": [float(ours.loc[p, "variance_a"]), float(ours.loc[p, "variance_b"])],
+                  "ica_converged": [bool(c) for c in measured[p].ica_converged]}
               for p in ours.index},
     "sensitivity": sens.drop(columns=["label"]).to_dict(orient="records"),
     "scale_trend": {"table": trend.to_dict(orient="records"),

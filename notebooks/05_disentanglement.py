@@ -53,10 +53,11 @@ from nearid import paper
 from nearid.book import plotting, results
 from nearid.book.profiles import resolve
 from nearid.book.results import glue, glue_tally, glue_verdict
+from nearid.claims import registry as claims_registry
 from nearid.data import procedural
 from nearid.data.procedural import FACTOR_GRIDS, grid_size, traversal
 from nearid.experiments.ch05_disentanglement import (BASELINES, DEFAULT_HYPER, INFOMEC, MODEL_LABELS, MODELS,
-                                                     SCORE_LABELS, claims, collect, eval_factors,
+                                                     SCORE_LABELS, VARIANT_ROW, claims, collect, eval_factors,
                                                      paired_differences, paper_comparison, plan, summarise,
                                                      table2_payload, train_and_score, trend_change,
                                                      trend_summary)
@@ -187,7 +188,7 @@ plt.show()
 # | β-VAE | β KL(q(z\|x) ‖ N(0, I)) | β |
 # | β-TCVAE | KL + (β − 1) TC, TC by minibatch-weighted sampling | β |
 # | BioAE | mean relu(−z) + λ mean z² (non-negative, low activity) | λ, weight decay |
-# | AE + ICA | the AE above; whitening onto its top-$K$ principal components, then FastICA, fitted on its training codes | none |
+# | AE + ICA | the AE above; whitening onto every direction its code holds, then FastICA, fitted on its training codes | none |
 #
 # We score the codes of the held-out images (the posterior mean for the VAEs). AE + ICA is
 # the same trained AE in each seed, so the AE and AE + ICA rows differ only by the
@@ -197,17 +198,39 @@ plt.show()
 # :pyobject: fit_ica
 # ```
 #
-# **How many components ICA sees.** The paper does not say. Our AE + ICA whitens onto the top
-# $K$ principal components of the $2K$-dimensional training codes (`WhitenedICA(n_components=K)`),
-# standard practice when the number of sources is known. As a declared comparison we also
-# score ICA on *all* whitened latents ("AE + ICA (all 2K)"), from the same AE codes.
+# **How many components ICA sees.** The paper's recipe is "ICA post-processing of latent
+# representations", and its {prf:ref}`thm-structural` whitens and rotates the whole
+# representation; it never says that components are dropped. Our AE + ICA therefore whitens
+# onto *every* direction the $2K$-dimensional training code holds (its numerical rank:
+# directions at float32 rounding level carry no signal) and rotates them with FastICA, an
+# invertible linear map of the code (`ica_keep="all"`). Beside it, from the same codes, we
+# score the common alternative of whitening onto the top $K$ principal components only
+# ("AE + ICA (top K)", `ica_keep="k"`).
+#
+# **What the two can do to InfoE, before any result.** InfoE is the accuracy of a linear
+# probe from the whole code to each factor. An invertible linear map gives the probe the same
+# set of functions, so InfoE(AE + ICA) = InfoE(AE) up to the probe's optimiser; keeping $K$ of
+# the $2K$ directions gives it a subset of them, so InfoE(AE + ICA (top K)) ≤ InfoE(AE).
+# Neither can raise InfoE, while the paper's Table 2 prints AE + ICA's InfoE at or above the
+# AE's on every dataset; we test those cells anyway, as the paper prints them.
 #
 # **Verdicts.** Each claim is a paired comparison over seeds: for every seed, the score of
 # AE + ICA minus the score of the AE trained with that seed (or of a baseline trained with
 # that seed), per dataset, and "aggregated" = the mean of that difference over the four
-# datasets within the seed. With {glue:text}`n_seeds` seeds, a claim *holds* when the 95%
-# Student-t interval of the mean difference lies above 0, *fails* when it lies below, and
-# is *inconclusive* otherwise.
+# datasets within the seed, with a 95% Student-t interval over {glue:text}`n_seeds` seeds.
+# How an interval is read is declared per claim in the registry of claims
+# (`lib/nearid/claims.yaml`) before the result:
+#
+# - *higher* (superiority), where the paper prints a gain: holds when the interval lies above
+#   0, fails when it lies below;
+# - *the same* (equivalence), where the paper prints the same number for both rows: holds
+#   when the interval lies inside ±{glue:text}`ch05_margin`, fails when it lies outside;
+# - *comparable* (non-inferiority) for the baselines, as Table 2's caption puts it: holds when
+#   the interval lies above −{glue:text}`ch05_margin`, fails when it lies below.
+#
+# The margin {glue:text}`ch05_margin` is the largest standard deviation over seeds that the
+# paper reports in its Table 5: differences smaller than the paper's own seed-to-seed spread
+# are not differences it could print. Anything else is *inconclusive*.
 #
 # **Training budget and the scale trend.** Every Table 2 row trains for {glue:text}`epochs`
 # epochs. The paper trains far longer, so we also record how the AE-versus-AE + ICA
@@ -233,6 +256,7 @@ glue("image_size", P.image_size)
 glue("n_seeds", P.seeds)
 glue("epochs", P.epochs)
 glue("latent_multiplier", P.latent_multiplier)
+glue("ch05_margin", claims_registry()["ica_vs_beta_vae_infom_aggregated"].margin)
 trend_budgets = sorted(P.trend_epochs)
 glue("trend_max", max(trend_budgets))
 glue("trend_list", ", ".join(map(str, trend_budgets[:-1])) + " and " + str(trend_budgets[-1]))
@@ -303,7 +327,8 @@ g.axes.flat[0].legend(loc="upper left", fontsize=7)
 plt.show()
 
 # %% tags=["remove-cell"]
-verdicts = claims(bench.scores, datasets=list(P.datasets), section="ch05-verdict")
+verdicts = claims(bench.scores, datasets=list(P.datasets), section="ch05-verdict",
+                  ica_converged=bench.ica_converged)
 vt = pd.DataFrame.from_dict(verdicts, orient="index")
 agg_ours = summary.set_index(["dataset", "model"])
 
@@ -347,7 +372,8 @@ glue("n_datasets", len(P.datasets))
 # {glue:text}`agg_infoc_reads`.
 #
 # **Against the methods built to disentangle** (aggregated, paired by seed): of the
-# {glue:text}`n_vs_baselines` claims "AE + ICA is above the baseline", {glue:text}`vs_baselines_holds_n`
+# {glue:text}`n_vs_baselines` claims "AE + ICA is comparable to the baseline or better",
+# {glue:text}`vs_baselines_holds_n`
 # hold ({glue:text}`vs_baselines_holds_names`), {glue:text}`vs_baselines_fails_n` fail
 # ({glue:text}`vs_baselines_fails_names`) and {glue:text}`vs_baselines_inconclusive_n` are
 # inconclusive ({glue:text}`vs_baselines_inconclusive_names`); the table below
@@ -355,8 +381,10 @@ glue("n_datasets", len(P.datasets))
 # other architectures and budgets; ours share AE + ICA's architecture and budget.
 
 # %% tags=["remove-input"]
-show = vt.assign(interval=[f"[{lo:+.3f}, {hi:+.3f}]" for lo, hi in zip(vt["low"], vt["high"])])
-show = show[["claim", "estimate", "interval", "verdict", "paper"]].rename(
+show = vt.assign(interval=[f"[{lo:+.3f}, {hi:+.3f}]" for lo, hi in zip(vt["low"], vt["high"])],
+                test=[f"{t.replace('_', '-')} (±{m:g})" if t != "superiority" else "superiority"
+                      for t, m in zip(vt["test"], vt["margin"])])
+show = show[["claim", "test", "estimate", "interval", "verdict", "paper"]].rename(
     columns={"estimate": "ours (mean difference)", "paper": "paper (difference)"})
 show.style.format({"ours (mean difference)": "{:+.3f}", "paper (difference)": "{:+.2f}"}, na_rep="–").hide(axis="index")
 
@@ -373,25 +401,21 @@ axes[0].invert_yaxis()
 plt.show()
 
 # %% tags=["remove-cell"]
+whole = "ae_ica" if P.ica_keep == "all" else VARIANT_ROW["k"]  # ICA on every direction of the code
+top_k = "ae_ica" if P.ica_keep == "k" else VARIANT_ROW["all"]  # ICA on the top K of the 2K
 variants_infoe = bench.scores.pivot_table(index=["dataset", "seed"], columns="model", values="infoe")
-has_all = "ae_ica_all" in variants_infoe
-if has_all:
-    glue("infoe_all_gap", float((variants_infoe["ae_ica_all"] - variants_infoe["ae"]).abs().max()))
-    glue("agg_infoe_all", agg_ours.loc[("aggregated", "ae_ica_all"), "infoe_mean"])
-    glue("agg_infom_all", agg_ours.loc[("aggregated", "ae_ica_all"), "infom_mean"])
-    all_v = paired_differences(bench.scores, "ae_ica_all", "ae", "infom", list(P.datasets))["aggregated"]
-    v_all = paired_difference(all_v.to_numpy(), method="t")
-    glue_verdict("all_infom", v_all, signed=True)
-else:
-    for k in ("infoe_all_gap", "agg_infoe_all", "agg_infom_all"):
-        glue(k, float("nan"))
-    for k in ("all_infom_estimate", "all_infom_low", "all_infom_high"):
-        glue(k, "n/a")
+glue("infoe_whole_gap", float((variants_infoe[whole] - variants_infoe["ae"]).abs().max()))
+for tag, row in (("whole", whole), ("topk", top_k)):
+    for s in ("infom", "infoe"):
+        glue(f"agg_{s}_{tag}", agg_ours.loc[("aggregated", row), f"{s}_mean"])
+        d = paired_differences(bench.scores, row, "ae", s, list(P.datasets))["aggregated"]
+        glue_verdict(f"{tag}_{s}", paired_difference(d.to_numpy(), method="t"), signed=True)
 ds_heat = P.heatmap_dataset if P.heatmap_dataset in P.datasets else P.datasets[0]
-ica_k = [v["components"] for v in bench.ica_components.values()]
-glue("ica_not_converged", sum(not v for v in bench.ica_converged.values()))
-glue("ica_runs", len(bench.ica_converged))
-glue("ica_variance_min", min(v["variance_kept"] for v in bench.ica_components.values()))
+for tag, row in (("headline", "ae_ica"), ("variant", VARIANT_ROW[P.ica_keep])):
+    fits = [ok for (_, key, _), ok in bench.ica_converged.items() if key == row]
+    glue(f"ica_{tag}_not_converged", sum(not ok for ok in fits))
+    glue(f"ica_{tag}_runs", len(fits))
+glue("topk_variance_min", min(v["variance_kept"] for (_, key, _), v in bench.ica_components.items() if key == top_k))
 glue("infoe_unconverged", bench.infoe_unconverged)
 glue("infoe_fits", bench.infoe_fits)
 
@@ -401,29 +425,35 @@ glue("infoe_fits", bench.infoe_fits)
 # The NMI matrices of {numref}`fig-05-nmi` show where each factor's information sits, in
 # the AE's code and after the ICA step.
 #
-# Whitening followed by an ICA rotation *onto all* $2K$ latents is an invertible linear map
-# of the code, and InfoE's linear probe is unpenalised, so InfoE cannot change: across all
-# datasets and seeds, InfoE of "AE + ICA (all 2K)" differs from the AE's by at most
-# {glue:text}`infoe_all_gap:.4f`. Our headline AE + ICA is *not* invertible: it keeps the
-# top $K$ of the $2K$ whitened directions (at least {glue:text}`ica_variance_min:.1%` of the
-# training codes' variance in every run) and drops the rest, with whatever information
-# about the factors they held. Little variance is not little information for an
-# unpenalised linear probe, which is blind to scale: aggregated, InfoE is
-# {glue:text}`agg_infoe_ae:.3f` for the AE and {glue:text}`agg_infoe_ica:.3f` for AE + ICA;
-# the ICA rotation itself only moves information between axes. Keeping all $2K$ components
-# preserves InfoE ({glue:text}`agg_infoe_all:.3f`) but gives InfoM
-# {glue:text}`agg_infom_all:.3f` (paired difference to the AE {glue:text}`all_infom_estimate`,
-# {glue:text}`all_infom_low` to {glue:text}`all_infom_high`): whitening scales the
-# directions that carry almost no variance up to unit variance, and they come back as extra,
-# noisy "components".
+# Across all datasets and seeds, InfoE of AE + ICA on the whole code differs from the AE's by
+# at most {glue:text}`infoe_whole_gap:.4f`: the invertible map leaves the linear probe
+# nothing to gain or lose, as argued in the protocol. The top-$K$ variant keeps at least
+# {glue:text}`topk_variance_min:.1%` of the training codes' variance in every run and drops
+# the rest, with whatever information about the factors it held (an unpenalised linear probe
+# is blind to scale, so little variance is not little information). Aggregated, InfoE is
+# {glue:text}`agg_infoe_ae:.3f` for the AE, {glue:text}`agg_infoe_whole:.3f` on the whole code
+# and {glue:text}`agg_infoe_topk:.3f` for the top $K$ (paired difference to the AE
+# {glue:text}`topk_infoe_estimate`, {glue:text}`topk_infoe_low` to {glue:text}`topk_infoe_high`).
 #
-# FastICA stopped before converging in {glue:text}`ica_not_converged` of
-# {glue:text}`ica_runs` headline fits; {glue:text}`infoe_unconverged` of InfoE's
-# {glue:text}`infoe_fits` logistic fits stopped before converging.
+# InfoM, which rewards one factor per latent, is where the rotation can help. Aggregated it is
+# {glue:text}`agg_infom_whole:.3f` on the whole code (paired difference to the AE
+# {glue:text}`whole_infom_estimate`, {glue:text}`whole_infom_low` to
+# {glue:text}`whole_infom_high`) and {glue:text}`agg_infom_topk:.3f` for the top $K$
+# ({glue:text}`topk_infom_estimate`, {glue:text}`topk_infom_low` to
+# {glue:text}`topk_infom_high`). Our hypothesis for a gap between the two, not tested
+# here: whitening the whole code scales directions that carry almost no variance up to unit
+# variance, and FastICA can return them as extra, noisy components.
+#
+# FastICA stopped before converging in {glue:text}`ica_headline_not_converged` of
+# {glue:text}`ica_headline_runs` fits behind the verdicts (and in
+# {glue:text}`ica_variant_not_converged` of {glue:text}`ica_variant_runs` fits of the variant
+# beside them); a verdict that rests on one is flagged on the summary page.
+# {glue:text}`infoe_unconverged` of InfoE's {glue:text}`infoe_fits` logistic fits stopped
+# before converging.
 
 # %% tags=["remove-input"]
 variants = summary.pivot(index="dataset", columns="model", values="infom_mean")
-cols_v = [c for c in ("ae", "ae_ica", "ae_ica_all") if c in variants]
+cols_v = ["ae", "ae_ica", VARIANT_ROW[P.ica_keep]]
 var_infoe = summary.pivot(index="dataset", columns="model", values="infoe_mean")
 both = pd.concat({"InfoM": variants.loc[[*P.datasets, "aggregated"], cols_v],
                   "InfoE": var_infoe.loc[[*P.datasets, "aggregated"], cols_v]}, axis=1)
@@ -564,7 +594,7 @@ payload = {
     "latent_multiplier": P.latent_multiplier,
     "n_datasets": len(P.datasets),
     "seeds": [P.seed + i for i in range(P.seeds)],
-    "ica_converged": {f"{d}/{s}": bool(v) for (d, s), v in bench.ica_converged.items()},
+    "ica_converged": {f"{d}/{k}/{s}": bool(v) for (d, k, s), v in bench.ica_converged.items()},
     "infoe_unconverged": bench.infoe_unconverged,
     "infoe_fits": bench.infoe_fits,
     "seconds": {f"{d}/{m}/{s}": float(v) for (d, m, s), v in bench.seconds.items()},
@@ -643,7 +673,7 @@ glue("ex_heat_worst_nmi", float(best.iloc[-1, 0]))
 # the numbers are rough; `nearid run 05 -p latent_multiplier=1` gives the full answer.
 small = dict(dataset=P.heatmap_dataset, model="ae", seed=P.seed, image_size=16, n_train=1000,
              n_eval=500, epochs=3, batch_size=64, lr=2e-3, width=8, hidden=64, supersample=1,
-             data_seed=P.seed, secondary=False, device=P.device)
+             data_seed=P.seed, secondary=False, ica_keep=P.ica_keep, device=P.device)
 ex_rows = {}
 for mult in (1, 2):
     r = train_and_score(**small, latent_multiplier=mult)

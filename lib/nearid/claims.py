@@ -17,6 +17,8 @@ from pathlib import Path
 
 import yaml
 
+from nearid.verdicts import TESTS  # the tests a verdict can be decided by
+
 REGISTRY = Path(__file__).with_name("claims.yaml")
 KINDS = {
     "paper_claim": "claims the paper makes in words",
@@ -26,7 +28,6 @@ KINDS = {
     "hypothesis": "our own hypotheses, beyond the paper",
 }
 COUNTED_KINDS = ("paper_claim", "paper_number")  # what the summary's headline counts
-TESTS = ("superiority", "non_inferiority", "equivalence")
 RETRAINING = ("resampled", "not resampled", "none")
 
 

@@ -21,7 +21,7 @@ Intervals:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from scipy import stats
@@ -117,16 +117,57 @@ def bootstrap_statistic(statistic: Callable[..., float], *arrays, threshold: flo
     return Verdict(est, low, high, decide(low, high, threshold), n, "bootstrap", threshold)
 
 
+TESTS = ("superiority", "non_inferiority", "equivalence")
+
+
+@validate_params(test=Options(TESTS))
+def decide_test(low: float, high: float, test: str = "superiority", margin: float = 0.0) -> str:
+    """The word for a 95% interval [low, high] of a difference under ``test`` (margins in the
+    difference's units, declared in the registry of claims before the result):
+
+    * superiority: holds if the interval lies above ``margin``, fails if below;
+    * non_inferiority ("comparable or better"): holds if it lies above ``-margin``, fails if
+      it lies below ``-margin``;
+    * equivalence ("the same"): holds if it lies inside ``[-margin, margin]``, fails if it
+      lies wholly outside (two one-sided tests, each at 2.5%); else inconclusive.
+    """
+    if margin < 0:
+        raise ValueError(f"a margin is a non-negative distance, got {margin}")
+    if test == "superiority":
+        return decide(low, high, margin)
+    if test == "non_inferiority":
+        return decide(low, high, -margin)
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return "inconclusive"
+    if -margin < low and high < margin:
+        return "holds"
+    if high < -margin or low > margin:
+        return "fails"
+    return "inconclusive"
+
+
+def under_test(verdict: Verdict, test: str, margin: float) -> Verdict:
+    """``verdict``'s interval decided under ``test`` with ``margin`` (:func:`decide_test`);
+    the threshold it records is the bound the interval was compared with (``-margin`` for
+    non-inferiority, ``margin`` for superiority and for equivalence's upper bound)."""
+    word = decide_test(verdict.low, verdict.high, test, margin)
+    threshold = -margin if test == "non_inferiority" else margin
+    return replace(verdict, verdict=word, threshold=float(threshold))
+
+
 def claim(verdict: Verdict, text: str, *, section: str, paper: float | str | None = None,
-          ours_label: str | None = None) -> dict:
+          ours_label: str | None = None, test: str | None = None, margin: float | None = None) -> dict:
     """The JSON record of one claim, as every chapter stores it under ``verdicts``.
 
     ``text`` states the claim in words; ``section`` is the MyST label of the chapter section
     that decides it (the summary page links there); ``paper`` is the paper's number for the
-    same quantity, when it prints one.
+    same quantity, when it prints one; ``test`` and ``margin`` (recorded when given) say how
+    the interval was decided when that is not superiority over 0.
     """
-    return {"claim": text, **verdict.to_dict(), "paper": paper, "section": section,
-            "ours_label": ours_label}
+    rec = {"claim": text, **verdict.to_dict(), "paper": paper, "section": section, "ours_label": ours_label}
+    if test is not None:
+        rec.update(test=test, margin=float(margin or 0.0))
+    return rec
 
 
 def verdict_of(v: Verdict | Mapping) -> str:

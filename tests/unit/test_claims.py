@@ -83,3 +83,15 @@ def test_history_rows_put_each_earlier_protocol_beside_the_current_one():
     row = next(r for r in rows if r["claim_id"] == "auroc_ica_gt_pca")
     assert row["until"].startswith("40c7a93") and "every direction" in row["protocol_then"]
     assert "0.95" in row["protocol_now"] and row["verdict_then"].startswith("holds")
+
+
+def test_the_margins_of_chapter_05_are_the_papers_largest_seed_spread():
+    """"Comparable" and "the same" in chapter 05 are read within the largest standard
+    deviation over seeds that the paper reports (its Table 5), declared in the registry."""
+    from nearid import paper
+
+    largest = max(sd for row in paper.TABLE5_SHAPES3D.values() for _, sd in row)
+    ch05 = [c for c in claims.registry().values() if c.chapter == "05_disentanglement"]
+    assert {c.margin for c in ch05 if c.test != "superiority"} == {largest}
+    assert {c.test for c in ch05 if c.kind == "paper_tie"} == {"equivalence"}
+    assert {c.test for c in ch05 if c.id.startswith(("ica_vs_beta", "ica_vs_bioae"))} == {"non_inferiority"}

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from nearid.verdicts import Verdict, bootstrap_statistic, claim, decide, mean_interval, paired_difference
+from nearid.verdicts import (Verdict, bootstrap_statistic, claim, decide, decide_test, mean_interval,
+                             paired_difference, under_test)
 
 
 def test_decide_three_ways():
@@ -81,3 +82,31 @@ def test_minimum_detectable_effect_from_the_interval():
     assert mde(0.0, 2 * 4.3027, 3, "t") == pytest.approx(4.3027 + 1.0607, abs=1e-3)
     assert mde(0.0, float("inf"), 3, "t") == float("inf")
     assert np.isnan(mde(0.0, 1.0, 1, "t")) and np.isnan(mde(float("nan"), 1.0, 5, "t"))
+
+
+@pytest.mark.parametrize("low, high, test, word", [
+    (-0.05, 0.05, "superiority", "inconclusive"),
+    (-0.05, -0.01, "superiority", "fails"), (0.01, 0.05, "superiority", "holds"),
+    (-0.05, 0.01, "non_inferiority", "holds"),  # above -0.06: comparable
+    (-0.10, 0.01, "non_inferiority", "inconclusive"), (-0.12, -0.07, "non_inferiority", "fails"),
+    (-0.05, 0.05, "equivalence", "holds"), (-0.05, 0.08, "equivalence", "inconclusive"),
+    (0.07, 0.09, "equivalence", "fails"), (-0.09, -0.07, "equivalence", "fails"),
+    (float("-inf"), float("inf"), "equivalence", "inconclusive"),
+])
+def test_decide_under_each_test(low, high, test, word):
+    assert decide_test(low, high, test, 0.0 if test == "superiority" else 0.06) == word
+
+
+def test_under_test_keeps_the_interval_and_records_the_bound():
+    v = paired_difference([-0.03, -0.02, -0.04, -0.01], method="t")
+    assert v.verdict == "fails"
+    ni = under_test(v, "non_inferiority", 0.06)
+    assert (ni.estimate, ni.low, ni.high, ni.n) == (v.estimate, v.low, v.high, v.n)
+    assert ni.verdict == "holds" and ni.threshold == -0.06
+    rec = claim(ni, "comparable", section="s", test="non_inferiority", margin=0.06)
+    assert rec["test"] == "non_inferiority" and rec["margin"] == 0.06
+    assert "test" not in claim(v, "higher", section="s")  # records of other chapters are unchanged
+    with pytest.raises(ValueError, match="non-negative"):
+        decide_test(0, 1, "equivalence", -0.1)
+    with pytest.raises(ValueError, match="test"):
+        decide_test(0, 1, "bigger", 0.1)

@@ -492,9 +492,12 @@ def ordering_verdict(verdicts) -> str:
     return "inconclusive"
 
 
-def order_claims(links, *, section: str = "ch04-verdict") -> dict[str, dict]:
+def order_claims(links, *, section: str = "ch04-verdict",
+                 converged: dict[str, tuple[bool, bool] | None] | None = None) -> dict[str, dict]:
     """The chapter's verdict records (:func:`nearid.verdicts.claim`): one per link and per
-    pair that mirrors a row of the paper's Table 1."""
+    pair that mirrors a row of the paper's Table 1. ``converged`` ({pair: whether A's and
+    B's FastICA converged}) marks each link that involves the ICA family with
+    ``ica_converged``: a verdict resting on an unconverged fit says so."""
     from nearid.paper import TABLE1_LABELS
     from nearid.verdicts import Verdict, claim
 
@@ -505,8 +508,10 @@ def order_claims(links, *, section: str = "ch04-verdict") -> dict[str, dict]:
         v = Verdict(r.estimate, r.low, r.high, r.verdict, int(r.n), r.method)
         text = (f"{TABLE1_LABELS[paper_row(r.pair)]}: the {r.higher} map leaves a larger held-out error than the "
                 f"{r.lower} map (Table 1 ordering {r.link})")
-        out[f"order_{r.pair}_{r.higher}_{r.lower}"] = claim(
-            v, text, section=section, paper=float(r.paper), ours_label=PAIR_LABELS[r.pair])
+        rec = claim(v, text, section=section, paper=float(r.paper), ours_label=PAIR_LABELS[r.pair])
+        if converged is not None and "ica" in (r.higher, r.lower) and converged.get(r.pair) is not None:
+            rec["ica_converged"] = bool(all(converged[r.pair]))
+        out[f"order_{r.pair}_{r.higher}_{r.lower}"] = rec
     return out
 
 

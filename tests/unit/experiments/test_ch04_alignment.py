@@ -315,3 +315,15 @@ def test_the_chapters_readings_follow_the_numbers():
     assert trend_reading(["fails", "fails", "inconclusive"]).startswith("downward")
     assert trend_reading(["holds", "fails", "inconclusive", "inconclusive"]).startswith("nowhere")
     assert trend_reading([]).startswith("nowhere")
+
+
+def test_links_that_involve_ica_carry_whether_its_fits_converged():
+    links = pd.DataFrame([dict(pair="cnn_widths", link=link, higher=h, lower=lo, estimate=0.1, low=0.05, high=0.2,
+                               verdict="holds", n=100, method="bootstrap", paper=0.05)
+                          for link, h, lo in (("perm > ICA", "permutation", "ica"), ("ICA > rigid", "ica", "rigid"),
+                                              ("rigid > linear", "rigid", "linear"))])
+    out = ch04_alignment.order_claims(links, converged={"cnn_widths": (True, False)})
+    assert out["order_cnn_widths_permutation_ica"]["ica_converged"] is False
+    assert out["order_cnn_widths_ica_rigid"]["ica_converged"] is False
+    assert "ica_converged" not in out["order_cnn_widths_rigid_linear"], "no ICA fit behind it"
+    assert "ica_converged" not in ch04_alignment.order_claims(links)["order_cnn_widths_ica_rigid"]

@@ -38,11 +38,11 @@ def _smallest_grid(datasets) -> int:
 # epochs: every Table 2 row trains this long; trend_epochs: the AE's snapshots (same run,
 # trained to the largest) scored for the scale trend; latent_multiplier: latents per factor.
 _SHARED = dict(seed=0, datasets=["shapes3d", "mpi3d", "falcor3d", "isaac3d"], batch_size=64, hyper={},
-               latent_multiplier=2, ica_keep="k", heatmap_dataset="shapes3d", device="auto", **SCALE_OUT)
+               latent_multiplier=2, ica_keep="all", heatmap_dataset="shapes3d", device="auto", **SCALE_OUT)
 PROFILES = {
     "smoke": dict(_SHARED, seeds=2, image_size=16, supersample=1, n_train=160, n_eval=120, epochs=1,
                   trend_epochs=[1, 2, 3], lr=1e-3, width=8, hidden=32, traversal_size=32),
-    "quick": dict(_SHARED, seeds=3, image_size=32, supersample=1, n_train=3000, n_eval=1000, epochs=8,
+    "quick": dict(_SHARED, seeds=5, image_size=32, supersample=1, n_train=2000, n_eval=1000, epochs=8,
                   trend_epochs=[2, 4, 8, 16], lr=2e-3, width=16, hidden=128, traversal_size=64),
     "full": dict(_SHARED, seeds=5, image_size=64, supersample=2, n_train=100000, n_eval=10000, epochs=30,
                  trend_epochs=[8, 15, 30, 60], lr=1e-3, width=32, hidden=256, traversal_size=64),
