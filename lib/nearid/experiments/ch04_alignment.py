@@ -368,26 +368,48 @@ def embed_pair(*, pair: str, seed: int = 0, device: str = "auto", max_steps: int
     return {"A": p.A, "B": p.B, "info": p.info, "layers_A": p.layers_A, "layers_B": p.layers_B}
 
 
+REPLICATE_SEED_STRIDE = 2  # replicate r trains its pair with seeds seed + 2r and seed + 2r + 1
+
+
+def replicate_seed(seed: int, replicate: int) -> int:
+    """The seed of a pair's replicate ``replicate``: each replicate's two models get seeds no
+    other replicate uses, so replicates are independent trainings."""
+    return int(seed) + REPLICATE_SEED_STRIDE * int(replicate)
+
+
 def plan(P) -> list[Task]:
-    """The chapter's tasks for resolved parameters ``P``: one per pair, in ``P.pairs`` order."""
+    """The chapter's tasks for resolved parameters ``P``: one per pair and replicate, pairs in
+    ``P.pairs`` order. A pair that trains gets ``P.replicates`` independently trained
+    replicates (:func:`replicate_seed`); a pair of packaged models has one."""
     ListOf(PAIR, unique=True).check("pairs", P["pairs"])
     tasks = []
     for name in P["pairs"]:
         spec, settings = PAIRS[name], pair_settings(P, name)
-        kw = dict(pair=name, seed=P["seed"], device=P["device"],
-                  max_steps=DRY_RUN_STEPS if P.get("dry_run", False) else None, **settings)
         n_rows = settings.get("n_eval") or settings.get("eval_windows") or settings.get("n_sentences")
-        tasks.append(Task(embed_pair, kw, kind=f"ch04:{name}", gpu=spec.trains and P["device"] != "cpu",
-                          label=f"{name}: {PAIR_LABELS[name]}, {n_rows} held-out inputs embedded",
-                          steps=spec.steps(P)))
+        n_reps = int(P.get("replicates", 1)) if spec.trains else 1
+        for r in range(n_reps):
+            kw = dict(pair=name, seed=replicate_seed(P["seed"], r), device=P["device"],
+                      max_steps=DRY_RUN_STEPS if P.get("dry_run", False) else None, **settings)
+            tasks.append(Task(embed_pair, kw, kind=f"ch04:{name}", gpu=spec.trains and P["device"] != "cpu",
+                              label=f"{name}: {PAIR_LABELS[name]}, {n_rows} held-out inputs embedded"
+                                    + (f", replicate {r + 1} of {n_reps}" if n_reps > 1 else ""),
+                              steps=spec.steps(P)))
     return tasks
 
 
+def collect_replicates(tasks: list[Task], results: list[dict]) -> dict[str, list[Pair]]:
+    """Every replicate's :class:`Pair`, keyed by pair name, replicates in task order."""
+    out: dict[str, list[Pair]] = {}
+    for t, r in zip(tasks, results):
+        name = t.kwargs["pair"]
+        out.setdefault(name, []).append(Pair(name, r["A"], r["B"], r["info"], r.get("layers_A"), r.get("layers_B")))
+    return out
+
+
 def collect_pairs(tasks: list[Task], results: list[dict]) -> dict[str, Pair]:
-    """The :class:`Pair` of every task's result, keyed by pair name, in task order."""
-    return {t.kwargs["pair"]: Pair(t.kwargs["pair"], r["A"], r["B"], r["info"], r.get("layers_A"),
-                                   r.get("layers_B"))
-            for t, r in zip(tasks, results)}
+    """The first replicate's :class:`Pair` of every pair, keyed by pair name, in task order:
+    what the chapter's secondary analyses (sensitivity, scale trend, layers) read."""
+    return {name: reps[0] for name, reps in collect_replicates(tasks, results).items()}
 
 
 def describe(pair: Pair) -> str:
@@ -458,12 +480,48 @@ def table1(results: dict):
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
+def measure_replicates(replicates: dict[str, list[Pair]], first: dict | None = None, **protocol) -> dict[str, list]:
+    """:func:`compare_pair` of every replicate of every pair, under one protocol (the keywords
+    of :func:`measure`): {pair name: [AlignmentResult per replicate]}. ``first`` (the result
+    of :func:`measure` on the first replicates) is reused rather than computed again."""
+    out = {}
+    for name, reps in replicates.items():
+        out[name] = [first[name] if (i == 0 and first and name in first) else compare_pair(p, **protocol)
+                     for i, p in enumerate(reps)]
+    return out
+
+
+def table1_replicates(by_replicate: dict[str, list]):
+    """Table 1 over replicates: each family's error and the ICA efficiency are the mean over
+    a pair's independently trained replicates (the efficiency of the mean errors); the other
+    columns are the first replicate's; ``replicates`` counts them and ``<family>_sd`` gives
+    the standard deviation over replicates (NaN for one)."""
+    first = table1({name: reps[0] for name, reps in by_replicate.items()})
+    for name, reps in by_replicate.items():
+        for fam in ORDER:
+            vals = np.array([r.errors[fam] for r in reps], dtype=np.float64)
+            first.loc[name, fam] = float(vals.mean())
+            first.loc[name, f"{fam}_sd"] = float(vals.std(ddof=1)) if len(vals) > 1 else float("nan")
+        first.loc[name, "ica_efficiency"] = _efficiency_of_means(
+            *(np.array([r.errors[f] for r in reps]) for f in ("permutation", "ica", "rigid")))
+        first.loc[name, "replicates"] = len(reps)
+    first["replicates"] = first["replicates"].astype(int)
+    return first
+
+
 def order_links(results: dict, *, seed: int = 0):
-    """Each link of perm >= ICA >= rigid >= linear decided per pair, by a bootstrap over
-    evaluation rows of the paired row errors (:func:`nearid.verdicts.paired_difference`).
+    """Each link of perm >= ICA >= rigid >= linear decided per pair.
+
+    ``results`` maps a pair to one AlignmentResult or to a list of them, one per
+    independently trained replicate. With two or more replicates, the unit is the replicate:
+    each replicate's mean over evaluation rows of the paired row-error difference, and a 95%
+    Student-t interval over replicates (its spread holds retraining's variance and the
+    evaluation rows' together). With one (a pair of packaged models, or one training), a
+    percentile bootstrap over evaluation rows of that pair's differences, which leaves out
+    retraining (:func:`nearid.verdicts.paired_difference`).
 
     Long DataFrame: pair, link ("perm > ICA", ...), higher, lower, estimate, low, high,
-    verdict, n, paper (the paper's difference for the same pair, or NaN).
+    verdict, n, method, unit, paper (the paper's difference for the same pair, or NaN).
     """
     import pandas as pd
 
@@ -472,14 +530,60 @@ def order_links(results: dict, *, seed: int = 0):
 
     records = []
     for name, res in results.items():
+        reps = res if isinstance(res, list | tuple) else [res]
         for hi, lo in LINKS:
-            v = paired_difference(res.row_errors[hi], res.row_errors[lo], method="bootstrap", seed=seed)
+            if len(reps) > 1:
+                per_rep = [float(np.mean(r.row_errors[hi] - r.row_errors[lo])) for r in reps]
+                v = paired_difference(per_rep, method="t")
+                unit = "replicates"
+            else:
+                v = paired_difference(reps[0].row_errors[hi], reps[0].row_errors[lo], method="bootstrap", seed=seed)
+                unit = "evaluation rows"
             row = paper_row(name)
             paper = TABLE1[row][hi] - TABLE1[row][lo] if row else float("nan")
             records.append(dict(pair=name, link=LINK_NAMES[(hi, lo)], higher=hi, lower=lo,
                                 estimate=v.estimate, low=v.low, high=v.high, verdict=v.verdict,
-                                n=v.n, method=v.method, paper=paper))
+                                n=v.n, method=v.method, unit=unit, paper=paper))
     return pd.DataFrame(records)
+
+
+def efficiency_claims(by_replicate: dict[str, list], *, section: str = "ch04-verdict") -> dict[str, dict]:
+    """Table 1's own claim, per pair that mirrors a paper row: the ICA efficiency lies in the
+    paper's range (:data:`nearid.paper.TABLE1_EFFICIENCY_RANGE`, its lowest to its highest
+    printed efficiency). Tested as equivalence: each replicate's efficiency minus the range's
+    midpoint, 95% t interval over replicates, inside +- half the range's width. Needs two or
+    more replicates (one training gives no interval over retraining): pairs with fewer are
+    skipped."""
+    from nearid.claims import registry
+    from nearid.paper import TABLE1_EFFICIENCY_RANGE, TABLE1_LABELS
+    from nearid.verdicts import claim, paired_difference, under_test
+
+    lo, hi = TABLE1_EFFICIENCY_RANGE
+    mid, half = (lo + hi) / 2, (hi - lo) / 2
+    declared = registry()
+    out = {}
+    for name, reps in by_replicate.items():
+        if paper_row(name) is None or len(reps) < 2:
+            continue
+        effs = np.array([_efficiency_of_means(*(np.array([r.errors[f]]) for f in ("permutation", "ica", "rigid")))
+                         for r in reps])
+        cid = f"efficiency_{name}"
+        test, margin = (declared[cid].test, declared[cid].margin) if cid in declared else ("equivalence", half)
+        v = under_test(paired_difference(effs - mid, method="t"), test, margin)
+        rec = claim(v, f"{TABLE1_LABELS[paper_row(name)]}: the ICA efficiency lies in the paper's range "
+                       f"{lo:.0%} to {hi:.0%} (Table 1)", section=section,
+                    paper=float(paper_efficiency(name) - mid), ours_label=f"{PAIR_LABELS[name]}: efficiency - {mid:.3f}",
+                    test=test, margin=margin)
+        rec["efficiencies"] = [float(e) for e in effs]
+        out[cid] = rec
+    return out
+
+
+def paper_efficiency(name: str) -> float:
+    """The ICA efficiency the paper prints for the row pair ``name`` stands for."""
+    from nearid.paper import TABLE1_ICA_EFFICIENCY_PERCENT
+
+    return TABLE1_ICA_EFFICIENCY_PERCENT[paper_row(name)] / 100
 
 
 def ordering_verdict(verdicts) -> str:

@@ -16,7 +16,7 @@ from nearid.align import ICA_MAX_ITER, ICA_MAX_ROWS
 from nearid.book.params import InvalidParameterError
 from nearid.book.profiles import resolve
 from nearid.experiments import ch04_alignment
-from nearid.paper import TABLE1, TABLE1_LABELS
+from nearid.paper import TABLE1, TABLE1_EFFICIENCY_RANGE, TABLE1_LABELS
 from nearid.tasks import run_tasks
 from nearid.verdicts import VERDICTS
 
@@ -165,6 +165,46 @@ def test_order_claims_follow_the_contract(planted):
     json.dumps(claims)
 
 
+@pytest.fixture(scope="module")
+def planted_replicates():
+    """Three independent draws of the planted pair: three "trainings" of one pair."""
+    reps = {"mae_timm_vs_ours": [ch04_alignment.Pair("mae_timm_vs_ours", *_planted(n=800, seed=s)) for s in range(3)]}
+    return reps, ch04_alignment.measure_replicates(reps, seed=0, ica_components="all")
+
+
+def test_replicates_are_the_unit_of_the_links_and_of_table1(planted_replicates):
+    reps, by_rep = planted_replicates
+    assert [len(v) for v in by_rep.values()] == [3]
+    links = ch04_alignment.order_links(by_rep, seed=0).set_index("link")
+    assert (links.n == 3).all() and (links.method == "t").all() and (links.unit == "replicates").all()
+    per_rep = [np.mean(r.row_errors["permutation"] - r.row_errors["ica"]) for r in by_rep["mae_timm_vs_ours"]]
+    assert links.loc["perm > ICA", "estimate"] == pytest.approx(np.mean(per_rep))
+    assert links.loc["perm > ICA", "verdict"] == "holds" and links.loc["rigid > linear", "verdict"] == "holds"
+    t = ch04_alignment.table1_replicates(by_rep)
+    errs = [r.errors["rigid"] for r in by_rep["mae_timm_vs_ours"]]
+    assert t.loc["mae_timm_vs_ours", "rigid"] == pytest.approx(np.mean(errs))
+    assert t.loc["mae_timm_vs_ours", "rigid_sd"] == pytest.approx(np.std(errs, ddof=1))
+    assert t.loc["mae_timm_vs_ours", "replicates"] == 3
+    # the first replicate's result is reused, not computed again
+    first = ch04_alignment.measure({k: v[0] for k, v in reps.items()}, seed=0, ica_components="all")
+    again = ch04_alignment.measure_replicates(reps, first=first, seed=0, ica_components="all")
+    assert again["mae_timm_vs_ours"][0] is first["mae_timm_vs_ours"]
+
+
+def test_efficiency_is_tested_against_the_papers_range(planted_replicates):
+    _, by_rep = planted_replicates
+    out = ch04_alignment.efficiency_claims(by_rep)
+    rec = out["efficiency_mae_timm_vs_ours"]
+    lo, hi = TABLE1_EFFICIENCY_RANGE
+    assert rec["test"] == "equivalence" and rec["margin"] == pytest.approx((hi - lo) / 2)
+    assert rec["estimate"] == pytest.approx(np.mean(rec["efficiencies"]) - (lo + hi) / 2)
+    # ICA undoes the planted map almost entirely here: efficiency above 1, wholly outside 25-59%
+    assert min(rec["efficiencies"]) > hi and rec["verdict"] == "fails"
+    assert rec["paper"] == pytest.approx(0.59 - (lo + hi) / 2)
+    one = {"mae_timm_vs_ours": by_rep["mae_timm_vs_ours"][:1]}
+    assert ch04_alignment.efficiency_claims(one) == {}  # one training: no interval over retraining
+
+
 def test_paper_comparison_and_verdict_text(planted):
     _, measured = planted
     rows = ch04_alignment.paper_comparison(ch04_alignment.table1(measured))
@@ -242,14 +282,18 @@ def test_fit_rows_subset_keeps_the_evaluation_rows():
 
 
 # --------------------------------------------------------------------------- tasks and parameters
-def test_plan_has_one_task_per_pair_with_steps_and_dry_run():
+def test_plan_has_one_task_per_pair_and_replicate_with_steps_and_dry_run():
     P = resolve("04", "quick")
     tasks = ch04_alignment.plan(P)
-    assert [t.kwargs["pair"] for t in tasks] == P.pairs
+    # every pair that trains: P.replicates independent replicates; the packaged encoders: one
+    assert [t.kwargs["pair"] for t in tasks] == [p for p in P.pairs for _ in range(1 if p == "sentence_encoders"
+                                                                                     else P.replicates)]
+    seeds = [t.kwargs["seed"] for t in tasks if t.kwargs["pair"] == "resnet18_seeds"]
+    assert P.replicates == 3 and seeds == [0, 2, 4]  # models seeded 0-1, 2-3, 4-5: no seed shared
     assert all(t.kind == f"ch04:{t.kwargs['pair']}" and t.label for t in tasks)
     json.dumps([t.kwargs for t in tasks])  # plain values: they are the cache key
     by = {t.kwargs["pair"]: t for t in tasks}
-    assert by["resnet18_seeds"].steps == 2 * 3 * math.ceil(6000 / 128)
+    assert by["resnet18_seeds"].steps == 2 * 3 * math.ceil(3000 / 128)
     assert by["gpt_neox_seeds"].steps == 2 * 2 * math.ceil(4000 / 32)
     assert by["sentence_encoders"].steps == 0 and not by["sentence_encoders"].gpu and by["mae_timm_vs_ours"].gpu
     assert all(t.kwargs["max_steps"] is None for t in tasks)
@@ -264,7 +308,7 @@ def test_plan_has_one_task_per_pair_with_steps_and_dry_run():
 
 def test_embed_pair_task_runs_and_is_deterministic(mnist_root):
     P = resolve("04", "smoke", {"pairs": ["cnn_widths"], "mnist_train": 64, "resnet_train": 64, "mnist_eval": 40,
-                                "clf_base_feature_dim": 24})
+                                "clf_base_feature_dim": 24, "replicates": 1})
     tasks = ch04_alignment.plan(P)
     first = run_tasks(tasks, executor="inprocess", log=None)
     again = run_tasks(tasks, executor="inprocess", log=None)

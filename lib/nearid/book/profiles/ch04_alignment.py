@@ -21,11 +21,14 @@ PAIR_NAMES = ["gpt_neox_seeds", "mae_timm_vs_ours", "cnn_widths", "resnet18_seed
 # ica_components: the whitening rule (the library's, nearid.ica.DEFAULT_COMPONENTS);
 # ica_grid: the numbers of whitened components of the sensitivity figure, declared up front;
 # trend_fractions: shares of the fit rows of the scale trend (ICA efficiency vs fit rows).
+# replicates: independently trained replicates of every pair that trains (seeds s + 2r and
+# s + 2r + 1); the verdicts resample them (a t interval over replicates).
 # executor / scheduler / dry_run: where the pair tasks run, and the full-shape dry run.
-_SHARED = dict(seed=0, device="auto", pairs=list(PAIR_NAMES), fit_fraction=0.5, lr=1e-3, ica_components=0.95,
+_SHARED = dict(seed=0, device="auto", pairs=list(PAIR_NAMES), replicates=3, fit_fraction=0.5, lr=1e-3,
+               ica_components=0.95,
                ica_grid=[4, 8, 16, 32, 64], trend_fractions=[0.125, 0.25, 0.5, 1.0], **SCALE_OUT)
 PROFILES = {
-    "smoke": dict(_SHARED, mnist_train=256, mnist_eval=1100, batch_size=64,
+    "smoke": dict(_SHARED, replicates=2, mnist_train=256, mnist_eval=1100, batch_size=64,
                   mae_embed_dim=16, mae_depth=1, mae_epochs=1, clf_feature_dim=16,
                   clf_epochs=1, resnet_train=128, resnet_epochs=1, resnet_stem_stride=2,
                   lm_hidden=16, lm_layers=2, lm_context=16, lm_train_windows=64,
@@ -33,7 +36,7 @@ PROFILES = {
                   clf_base_feature_dim=16),
     "quick": dict(_SHARED, mnist_train=10000, mnist_eval=4000, batch_size=128,
                   mae_embed_dim=64, mae_depth=4, mae_epochs=5, clf_feature_dim=64,
-                  clf_epochs=3, resnet_train=6000, resnet_epochs=3, resnet_stem_stride=2,
+                  clf_epochs=3, resnet_train=3000, resnet_epochs=3, resnet_stem_stride=2,
                   lm_hidden=64, lm_layers=4, lm_context=64, lm_train_windows=4000,
                   lm_epochs=2, lm_eval_windows=1000, pythia_paths=[], sentences=2400,
                   clf_base_feature_dim=64),
@@ -48,7 +51,8 @@ PROFILES = {
 
 # What the "How this book was run" page shows of each profile beside the paper's setup
 # (nearid.paper.SETUPS): the parameters that size a run, and what stands in for the paper's.
-SIZES = ("mnist_train", "mae_embed_dim", "mae_depth", "mae_epochs", "clf_feature_dim", "resnet_train", "resnet_epochs",
+SIZES = ("replicates", "mnist_train", "mae_embed_dim", "mae_depth", "mae_epochs", "clf_feature_dim", "resnet_train",
+         "resnet_epochs",
          "lm_hidden", "lm_layers")
 STAND_IN = ("a tiny GPT-NeoX trained on Shakespeare for Pythia-160M; our MAE against timm's, CNNs of two widths and "
             "ResNet-18, all on MNIST; full loads two Pythia-160M checkpoints from data/pythia when present and "
@@ -57,7 +61,7 @@ STAND_IN = ("a tiny GPT-NeoX trained on Shakespeare for Pythia-160M; our MAE aga
 # checked in this order: `pairs` (whose names live in the experiment module, which imports
 # torch) last, so that any other bad value fails before that import
 CONSTRAINTS = dict(
-    seed=SEED, device=DEVICE,
+    seed=SEED, device=DEVICE, replicates=Interval(int, 1, 10),
     fit_fraction=Interval(float, 0, 1, closed="neither"),
     mnist_train=Interval(int, 10, MNIST_TRAIN), mnist_eval=Interval(int, 20, MNIST_TEST),
     batch_size=POSITIVE_INT, lr=POSITIVE, mae_embed_dim=Interval(int, 8), mae_depth=POSITIVE_INT,
