@@ -203,6 +203,10 @@ CLAIMS = {
 }
 claims = {k: verdicts.claim(decided[k], CLAIMS[k][0], section="ch02-verdict", paper=None,
                             ours_label=CLAIMS[k][1]) for k in decided}
+# every FastICA fit behind a verdict: the structural ICA of each seed, and both sides of each seed pair
+claims["ae_ica_recovers_axes"]["ica_converged"] = bool(sweep.models.loc[sweep.models.delta == d_min,
+                                                                         "ica_converged"].all())
+claims["ica_aligns_seeds"]["ica_converged"] = all(all(r.ica_converged) for r in sweep.comparisons[d_min].values())
 
 
 for k, v in decided.items():

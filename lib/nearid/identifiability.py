@@ -86,7 +86,8 @@ def structural_scores(Z, U, fit_fraction: float = 0.5, seed: int = 0,
     permutation with per-axis scale to U), ``mcc`` (mean |correlation| of Z's axes with U's,
     matched) and ``mcc_ica`` (the same after whitening + ICA), and ``ica_components`` (how many
     whitened components ICA kept, by the rule ``ica_components``; "all" when the code has one
-    axis per factor; ``ica_max_iter`` bounds FastICA). Every map is fitted on a random
+    axis per factor; ``ica_max_iter`` bounds FastICA) and ``ica_converged`` (whether FastICA
+    met its tolerance within those iterations). Every map is fitted on a random
     ``fit_fraction`` of rows and scored on the rest.
     """
     Z, U = check_pair(Z, U, min_rows=6)
@@ -104,4 +105,5 @@ def structural_scores(Z, U, fit_fraction: float = 0.5, seed: int = 0,
         "mcc": mean_corr_coef(Z[ev], U[ev]),
         "mcc_ica": mean_corr_coef(S[ev], U[ev]),
         "ica_components": int(ica.n_components_),
+        "ica_converged": bool(ica.converged_),
     }

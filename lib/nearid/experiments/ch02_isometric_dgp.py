@@ -175,7 +175,7 @@ class ChapterResult:
 
 
 MODEL_COLUMNS = ("delta", "seed", "bilipschitz", "train_loss", "test_mse", "rigid_error", "linear_error",
-                 "ica_perm_error", "mcc", "mcc_ica", "ica_components")
+                 "ica_perm_error", "mcc", "mcc_ica", "ica_components", "ica_converged")
 
 
 def assemble(results: list[dict[str, Any]], *, seed: int = 0,

@@ -449,6 +449,22 @@ def rank_correlation(x, y, *, seed: int = 0, n_boot: int = 2000) -> Verdict:
     return bootstrap_statistic(spearman_rho, x, y, seed=seed, n_boot=n_boot)
 
 
+def same_proportionality(l_mean, l_max, error, *, margin: float, seed: int = 0, n_boot: int = 2000) -> Verdict:
+    """Figure A.4's claim, "the proportionality does not differ whether the max or the mean
+    bi-Lipschitz constant is estimated", as an equivalence test: Spearman(l_max, error) minus
+    Spearman(l_mean, error), a 95% bootstrap interval resampling the rows (pairs of seeds)
+    jointly, holds when it lies inside +-``margin`` (declared in the registry of claims)."""
+    from nearid.verdicts import under_test
+
+    lm, lx, e = (np.asarray(v, dtype=np.float64) for v in (l_mean, l_max, error))
+    ok = np.isfinite(lm) & np.isfinite(lx) & np.isfinite(e)
+    if ok.sum() < 3:
+        raise ValueError(f"need at least 3 rows with finite L_mean, L_max and error, got {int(ok.sum())}")
+    v = bootstrap_statistic(lambda a, b, y: spearman_rho(b, y) - spearman_rho(a, y), lm[ok], lx[ok], e[ok],
+                            seed=seed, n_boot=n_boot)
+    return under_test(v, "equivalence", margin)
+
+
 def leak_effect(models: pd.DataFrame, *, alpha_a: float, alpha_b: float, column: str = "L_mean") -> Verdict:
     """Decide "``column`` is larger at ``alpha_a`` than at ``alpha_b``" from differences paired by
     (group, weight decay, seed), with a t interval (few units)."""

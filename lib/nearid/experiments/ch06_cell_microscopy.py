@@ -427,6 +427,29 @@ def table3_verdicts(per_fold: pd.DataFrame, *, claims=TABLE3_CLAIMS, seed: int =
     return out
 
 
+def replicate_verdicts(evaluations: list[dict], labels, *, table3=TABLE3_CLAIMS,
+                       table4=TABLE4_CLAIMS, top: float = 0.25) -> dict[str, Verdict]:
+    """Every claim of Tables 3 and 4 decided over independently trained MAEs: each replicate's
+    statistic (for Table 3 the mean over its (guide, fold) units of metric(a) - metric(b), for
+    Table 4 its concentration gap), then a 95% Student-t interval over replicates, whose
+    spread holds retraining's variance and the units' together. ``evaluations`` are
+    :func:`evaluate`'s results, one per replicate (two or more)."""
+    if len(evaluations) < 2:
+        raise ValueError(f"need two or more independently trained replicates, got {len(evaluations)}")
+    _, codes = np.unique(np.asarray(labels), return_inverse=True)
+    out = {}
+    for cid, (metric, a, b, _) in table3.items():
+        per_rep = []
+        for ev in evaluations:
+            units = paired_units(ev["per_fold"], metric)
+            per_rep.append(float(np.nanmean(units[a].to_numpy() - units[b].to_numpy())))
+        out[cid] = paired_difference(per_rep, method="t")
+    for cid, (a, b, _) in table4.items():
+        out[cid] = paired_difference([_concentration_gap(ev["features"][a], ev["features"][b], codes, top)
+                                      for ev in evaluations], method="t")
+    return out
+
+
 def _concentration_gap(A, B, labels, top: float = 0.25) -> float:
     return concentration(A, labels, top) - concentration(B, labels, top)
 
@@ -596,25 +619,36 @@ def n_cells(sim: dict[str, Any]) -> int:
 
 
 def plan(P) -> list[Task]:
-    """The chapter's tasks for resolved parameters ``P``: the MAE trained on the simulated
-    screen for ``epochs`` and its wells embedded, then the same for every other budget of
+    """The chapter's tasks for resolved parameters ``P``: ``mae_replicates`` MAEs trained
+    independently (seeds ``seed``, ``seed + 1``, ...) on the same simulated screen for
+    ``epochs`` and their wells embedded, then the first seed's MAE for every other budget of
     ``trend_epochs`` (the scale trend), in that order; none for real RxRx3-core embeddings."""
     if P.get("rxrx_embeddings"):
         return []
     sim = simulator_params(P)
-    budgets = [P.epochs] + [e for e in P.get("trend_epochs", [P.epochs]) if e != P.epochs]
+    n_reps = int(P.get("mae_replicates", 1))
+    runs = [(P.epochs, P.seed + r) for r in range(n_reps)]
+    runs += [(e, P.seed) for e in P.get("trend_epochs", [P.epochs]) if e != P.epochs]
     tasks = []
-    for epochs in budgets:
+    for epochs, seed in runs:
         mae = {k: P[k] for k in MAE_PARAMS} | {"epochs": int(epochs)}
         steps = epochs * math.ceil(n_cells(sim) / P.batch_size)
         tasks.append(Task(screen_embeddings,
-                          dict(simulator=sim, mae=mae, seed=P.seed, device=P.device,
+                          dict(simulator=sim, mae=mae, seed=int(seed), device=P.device,
                                max_steps=DRY_RUN_STEPS if P.get("dry_run") else None),
                           kind="mae", gpu=P.device != "cpu", steps=steps,
-                          label=f"MAE ({P.embed_dim}-d, depth {P.depth}, {epochs} epochs) trained on "
+                          label=f"MAE ({P.embed_dim}-d, depth {P.depth}, {epochs} epochs, seed {seed}) trained on "
                                 f"{n_cells(sim)} cells of {P.image_size} px and {sim['n_batches']} batches; "
                                 "wells embedded"))
     return tasks
+
+
+def split_runs(tasks: list[Task], results: list[dict], *, seed: int, epochs: int) -> tuple[list[dict], dict]:
+    """The results of :func:`plan`'s tasks as (the replicates at the chapter's budget, in seed
+    order; {epochs: result} of the first seed's MAE, the scale trend's runs)."""
+    replicates = [r for t, r in zip(tasks, results) if t.kwargs["mae"]["epochs"] == epochs]
+    trend = {t.kwargs["mae"]["epochs"]: r for t, r in zip(tasks, results) if t.kwargs["seed"] == seed}
+    return replicates, trend
 
 
 def scale_trend(embeddings: dict[int, dict[str, Any]], *, n_boot: int | None = None,

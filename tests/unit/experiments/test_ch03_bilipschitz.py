@@ -167,3 +167,21 @@ def test_plan_lists_the_chapters_models(mnist_root):
     dry = plan(resolve("03_bilipschitz", "full", {"dry_run": True}))
     assert all(t.kwargs["max_steps"] == DRY_RUN_STEPS and t.steps == DRY_RUN_STEPS for t in dry)
     assert all(t.kwargs["eval_rows"] == DRY_RUN_EVAL_ROWS for t in dry)
+
+
+def test_figure_a4_same_proportionality_is_an_equivalence_test():
+    """Figure A.4: the error follows L_max as it follows L_mean. Where L_max is a monotone
+    function of L_mean the two rank correlations are equal (holds); where L_max carries no
+    information about the error the difference is large and the interval lies outside the
+    margin (fails)."""
+    from nearid.experiments.ch03_bilipschitz import same_proportionality
+
+    rng = np.random.default_rng(0)
+    l_mean = rng.uniform(0.1, 2.0, size=60)
+    error = 0.05 + 0.1 * np.sqrt(2 * l_mean + l_mean ** 2) + 0.01 * rng.normal(size=60)
+    same = same_proportionality(l_mean, 1.5 * l_mean ** 2, error, margin=0.2)
+    assert same.estimate == pytest.approx(0.0, abs=1e-12) and same.verdict == "holds" and same.n == 60
+    unrelated = same_proportionality(l_mean, rng.uniform(size=60), error, margin=0.2)
+    assert unrelated.estimate < -0.5 and unrelated.verdict == "fails"
+    with pytest.raises(ValueError, match="at least 3 rows"):
+        same_proportionality([1.0, np.nan], [1.0, 2.0], [0.1, 0.2], margin=0.2)

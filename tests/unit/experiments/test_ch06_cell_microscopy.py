@@ -219,11 +219,15 @@ def test_batch_share():
     assert ch06_cell_microscopy.batch_share(S[:, :5], wells) < 0.1
 
 
-def test_plan_is_one_mae_task_per_budget_and_dry_run_cuts_them():
+def test_plan_is_one_mae_task_per_replicate_and_budget_and_dry_run_cuts_them():
     P = resolve("06", "quick")
     tasks = ch06_cell_microscopy.plan(P)
-    # the chapter's own budget first, then the other budgets of the scale trend
-    assert [t.kwargs["mae"]["epochs"] for t in tasks] == [12, 3, 6]
+    # the chapter's own budget first, once per independently trained replicate, then the
+    # first seed's MAE at the other budgets of the scale trend
+    assert [(t.kwargs["mae"]["epochs"], t.kwargs["seed"]) for t in tasks] == [(12, 0), (12, 1), (12, 2), (3, 0), (6, 0)]
+    assert len({t.kwargs["simulator"]["seed"] for t in tasks}) == 1  # one simulated screen
+    reps, trend = ch06_cell_microscopy.split_runs(tasks, [{"i": i} for i in range(5)], seed=P.seed, epochs=12)
+    assert reps == [{"i": 0}, {"i": 1}, {"i": 2}] and trend == {12: {"i": 0}, 3: {"i": 3}, 6: {"i": 4}}
     task = tasks[0]
     assert isinstance(task, Task) and task.kind == "mae" and task.gpu
     assert task.kwargs["max_steps"] is None
@@ -249,7 +253,8 @@ def test_plan_is_empty_for_real_data(tmp_path):
 
 
 def test_screen_embeddings_task_returns_plain_data():
-    P = resolve("06", "smoke", {"n_batches": 2, "controls_per_batch": 2, "n_splits": 2, "trend_epochs": [1]})
+    P = resolve("06", "smoke", {"n_batches": 2, "controls_per_batch": 2, "n_splits": 2, "trend_epochs": [1],
+                                "mae_replicates": 1})
     (task,) = ch06_cell_microscopy.plan(P)
     out = Task(task.fn, dict(task.kwargs, max_steps=1, device="cpu"))()
     n_wells = 2 * (2 + 15)
@@ -269,3 +274,26 @@ def test_scale_trend_decides_every_claim_at_every_budget():
     assert sorted(trend.epochs.unique()) == [1, 2]
     assert set(trend.claim) == set(ch06_cell_microscopy.TABLE3_CLAIMS) | set(ch06_cell_microscopy.TABLE4_CLAIMS)
     assert set(trend.verdict) <= {"holds", "fails", "inconclusive"}
+
+
+def test_replicate_verdicts_put_the_interval_over_trained_maes():
+    """Three "MAEs" whose (guide, fold) units differ a lot within each but whose means agree:
+    the t interval over replicates is narrow and decides; one replicate is refused."""
+    rng = np.random.default_rng(0)
+    evaluations = []
+    for shift in (0.05, 0.06, 0.04):
+        rows = []
+        for g in range(10):
+            for f in range(3):
+                base = rng.normal(0.7, 0.1)
+                for k, d in (("base", -0.02), ("pca", 0.0), ("pca_ica", shift), ("pca_rand", 0.01)):
+                    rows.append(dict(guide=f"g{g}", fold=f, feature_set=k, auroc=base + d, sparsity=base + d))
+        feats = {k: rng.normal(size=(40, 6)) for k in ("base", "pca", "pca_ica", "pca_rand")}
+        evaluations.append({"per_fold": pd.DataFrame(rows), "features": feats})
+    labels = np.repeat(["ctrl", "a", "b", "c"], 10)
+    out = ch06_cell_microscopy.replicate_verdicts(evaluations, labels)
+    v = out["auroc_ica_gt_pca"]
+    assert v.method == "t" and v.n == 3 and v.estimate == pytest.approx(0.05) and v.verdict == "holds"
+    assert set(out) == {*ch06_cell_microscopy.TABLE3_CLAIMS, *ch06_cell_microscopy.TABLE4_CLAIMS}
+    with pytest.raises(ValueError, match="two or more"):
+        ch06_cell_microscopy.replicate_verdicts(evaluations[:1], labels)

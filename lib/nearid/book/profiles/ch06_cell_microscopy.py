@@ -10,15 +10,17 @@ from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCALE_OUT, SCHEDULER
 # ica_components: the library's rule (0.95 of the control wells' variance), at most one
 # component per rows_per_component control wells (0 = no cap); ica_grid: the numbers
 # of whitened components of the sensitivity figure, declared before any result;
-# trend_epochs: the MAE training budgets of the scale trend (it must include epochs).
+# trend_epochs: the MAE training budgets of the scale trend (it must include epochs);
+# mae_replicates: MAEs trained independently (seeds seed, seed + 1, ...) at ``epochs``; the
+# verdicts resample them (a t interval over replicates).
 # rxrx_* "" = simulate (give the paths of metadata_rxrx3_core.csv and
 # OpenPhenom_rxrx3_core_embeddings.parquet for real data).
-_SHARED = dict(seed=0, device="auto", well_sd=0.5, effect_scale=1.5, batch_strength=0.5, mask_ratio=0.75,
+_SHARED = dict(seed=0, device="auto", mae_replicates=3, well_sd=0.5, effect_scale=1.5, batch_strength=0.5, mask_ratio=0.75,
                weight_decay=0.05, ica_components=0.95, rows_per_component=10,
                ica_grid=[4, 8, 16, 32, 64], ica_fit_on="controls", rxrx_embeddings="",
                rxrx_metadata="", rxrx_batch_column="experiment_name", **SCALE_OUT)
 PROFILES = {
-    "smoke": dict(_SHARED, image_size=16, n_batches=3, controls_per_batch=10, wells_per_guide=1,
+    "smoke": dict(_SHARED, mae_replicates=2, image_size=16, n_batches=3, controls_per_batch=10, wells_per_guide=1,
                   cells_per_well=2, patch_size=4, embed_dim=16, depth=1, num_heads=2, decoder_embed_dim=8,
                   decoder_num_heads=2, decoder_depth=1, epochs=1, batch_size=64, lr=1.5e-3, n_splits=3, n_estimators=10,
                   trend_epochs=[1, 2]),
@@ -34,11 +36,11 @@ PROFILES = {
 
 # What the "How this book was run" page shows of each profile beside the paper's setup
 # (nearid.paper.SETUPS): the parameters that size a run, and what stands in for the paper's.
-SIZES = ("image_size", "n_batches", "controls_per_batch", "embed_dim", "depth", "epochs")
+SIZES = ("mae_replicates", "image_size", "n_batches", "controls_per_batch", "embed_dim", "depth", "epochs")
 STAND_IN = ("a simulated cell screen and a small ViT-MAE of ours (RxRx3-core embeddings instead when their files are given)")
 
 CONSTRAINTS = dict(
-    seed=SEED, device=DEVICE, image_size=Interval(int, 16), n_batches=Interval(int, 2),
+    seed=SEED, device=DEVICE, mae_replicates=Interval(int, 1, 10), image_size=Interval(int, 16), n_batches=Interval(int, 2),
     controls_per_batch=Interval(int, 2), wells_per_guide=POSITIVE_INT, cells_per_well=POSITIVE_INT,
     well_sd=NON_NEGATIVE, effect_scale=NON_NEGATIVE, batch_strength=NON_NEGATIVE,
     patch_size=POSITIVE_INT, embed_dim=Interval(int, 4), depth=POSITIVE_INT, num_heads=POSITIVE_INT,
