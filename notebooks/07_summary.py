@@ -78,7 +78,9 @@ glue("missing", ", ".join(missing) if missing else "none")
 # was built: {glue:text}`missing`.
 #
 # "paper" is the paper's number for the same quantity where it prints one; "ours" is our
-# estimate, with its 95% interval. "MDE" is the smallest true effect the design would detect
+# estimate, with its 95% interval. "test" says how the interval is read, as the registry
+# declares: "> 0" (higher: the interval above 0), "> −m" (comparable: not below −m,
+# non-inferiority) or "within ±m" (the same: inside ±m, equivalence). "MDE" is the smallest true effect the design would detect
 # with 80% power, read off the interval: an inconclusive verdict with a large MDE says "too
 # few units to tell", one with a small MDE "close to the threshold". "n" counts the units the
 # interval resamples; "below" flags fewer than the registry's minimum, and "one training"
@@ -120,7 +122,19 @@ results.save(results_path, {
 
 # %% [markdown] tags=["new-page:history"]
 # (summary-history)=
-# ## Appendix: how the protocols changed
+# ## Appendix: what each interval resamples, and how the protocols changed
+#
+# Each chapter's verdicts rest on the resampling units the registry declares: independently
+# trained models (seeds, replicates of a pair, MAEs) where retraining is the larger source
+# of variance, evaluation units (rows, wells, (guide, fold) pairs) where nothing is trained
+# or one training is all there is. The table gives, per chapter and unit, how many verdicts
+# rest on it, their n and their minimum detectable effects at 80% power.
+
+# %% tags=["remove-input"]
+display(Markdown(scorecard.units_markdown(claims)))
+
+# %% [markdown]
+# ### How the protocols changed
 #
 # A verdict is only as good as the record of when its protocol was chosen. Every claim is
 # declared in the registry of claims (`lib/nearid/claims.yaml`) before its result; when a

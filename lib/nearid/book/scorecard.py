@@ -38,7 +38,7 @@ def load_results(folder: str | os.PathLike, chapters: Iterable[str]) -> dict[str
 
 
 CLAIM_COLUMNS = ["chapter", "claim_id", "claim", "kind", "paper", "ours", "low", "high", "verdict", "method", "n",
-                 "unit", "min_n", "retraining", "test", "mde", "ica_converged", "section", "profile"]
+                 "unit", "min_n", "retraining", "test", "margin", "mde", "ica_converged", "section", "profile"]
 
 
 def claims_table(results: dict[str, dict | None]) -> pd.DataFrame:
@@ -66,7 +66,7 @@ def claims_table(results: dict[str, dict | None]) -> pd.DataFrame:
                              "verdict": rec["verdict"], "method": rec.get("method"), "n": rec.get("n"),
                              "unit": entry.unit if entry else None, "min_n": entry.min_n if entry else None,
                              "retraining": entry.retraining if entry else None,
-                             "test": entry.test if entry else None,
+                             "test": entry.test if entry else None, "margin": entry.margin if entry else None,
                              "mde": minimum_detectable_effect(rec["low"], rec["high"], rec.get("n"), rec.get("method")),
                              "ica_converged": rec.get("ica_converged"),
                              "section": rec["section"], "profile": res.get("profile", "?")})
@@ -116,6 +116,15 @@ def _n_cell(r) -> str:
     return f"{int(r.n)}" + (f" ({', '.join(flags)})" if flags else "")
 
 
+def test_mark(test: str | None, margin: float | None) -> str:
+    """The test in a few characters: "> 0" (superiority), "> -m" (non-inferiority within m),
+    "within ±m" (equivalence); "–" for a claim the registry lacks."""
+    if not isinstance(test, str):
+        return "–"
+    m = 0.0 if margin is None or pd.isna(margin) else float(margin)
+    return {"superiority": f"> {m:g}", "non_inferiority": f"> −{m:g}", "equivalence": f"within ±{m:g}"}[test]
+
+
 def to_markdown(claims: pd.DataFrame) -> str:
     """The claims as MyST tables, one per kind (a bold caption with its tally above each);
     each verdict links to the chapter section deciding it."""
@@ -130,13 +139,13 @@ def to_markdown(claims: pd.DataFrame) -> str:
         caption = KINDS.get(kind, "claims missing from the registry")
         blocks.append(f"**{caption[0].upper()}{caption[1:]}**: " + ", ".join(
             f"{k} {word}" for word, k in tally.items() if k) + ".")
-        lines = ["| chapter | claim | paper | ours | 95% interval | MDE | n | verdict |",
-                 "| --- | --- | ---: | ---: | --- | ---: | ---: | --- |"]
+        lines = ["| chapter | claim | paper | ours | test | 95% interval | MDE | n | verdict |",
+                 "| --- | --- | ---: | ---: | --- | --- | ---: | ---: | --- |"]
         for r in sub.itertuples():
             claim = str(r.claim).replace("|", "\\|")
             lines.append(f"| {chapter_title(r.chapter)} | {claim} | {_number(r.paper)} | {_number(r.ours)} | "
-                         f"{_interval(r.low, r.high)} | {_number(r.mde)} | {_n_cell(r)} | "
-                         f"{{ref}}`{r.verdict} <{r.section}>` |")
+                         f"{test_mark(r.test, r.margin)} | {_interval(r.low, r.high)} | {_number(r.mde)} | "
+                         f"{_n_cell(r)} | {{ref}}`{r.verdict} <{r.section}>` |")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
@@ -158,6 +167,25 @@ def paper_claims(claims: pd.DataFrame) -> pd.DataFrame:
     from nearid.claims import COUNTED_KINDS
 
     return claims[claims["kind"].isin(COUNTED_KINDS)]
+
+
+def units_markdown(claims: pd.DataFrame) -> str:
+    """Per chapter and resampling unit (from the registry): how many verdicts rest on it, their
+    n and their minimum detectable effects (range), as a MyST table: what each chapter's
+    intervals resample, and how much they can see."""
+    def span(values, fmt) -> str:
+        v = pd.to_numeric(pd.Series(values), errors="coerce").dropna()
+        if v.empty:
+            return "–"
+        lo, hi = v.min(), v.max()
+        return fmt(lo) if lo == hi else f"{fmt(lo)} to {fmt(hi)}"
+
+    lines = ["| chapter | resampling unit | verdicts | n | MDE |", "| --- | --- | ---: | ---: | ---: |"]
+    for (chapter, unit), g in claims.groupby(["chapter", claims["unit"].fillna("(not in the registry)")],
+                                             sort=False):
+        lines.append(f"| {chapter_title(chapter)} | {str(unit).replace('|', '/')} | {len(g)} | "
+                     f"{span(g.n, lambda x: f'{int(x)}')} | {span(g.mde, lambda x: f'{x:.3g}')} |")
+    return "\n".join(lines)
 
 
 def history_markdown(history: pd.DataFrame) -> str:
