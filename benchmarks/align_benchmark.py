@@ -80,7 +80,8 @@ def plain_pipeline(A, B, *, fit_fraction: float = FIT_FRACTION, seed: int = SEED
     Same protocol as ``nearid.align.compare`` (same split, same families, the error
     normalised by the 0.99 quantile of pairwise distances of 2000 evenly spaced held-out B
     rows, FastICA on the same seeded subsample of fit rows, components holding ``ica_share``
-    of the variance), but the textbook way: float64 copies, one library call per step, and
+    of the variance, B's other directions predicted by the permutation map), but the textbook way:
+    float64 copies, one library call per step, and
     scikit-learn's own whitening inside FastICA (on the subsample it is fitted on).
     """
     from scipy.linalg import orthogonal_procrustes
@@ -114,6 +115,7 @@ def plain_pipeline(A, B, *, fit_fraction: float = FIT_FRACTION, seed: int = SEED
     pred = np.tile(mb, (len(ev), 1))
     pred[:, c] += (Ae[:, r] - ma[r]) * coef
     out["permutation"] = err(pred)
+    perm_pred = pred
 
     R, s = orthogonal_procrustes(Afc, Bfc)  # s = sum of singular values of Afc' Bfc
     out["rigid"] = err((s / (Afc ** 2).sum()) * (Ae - ma) @ R + mb)
@@ -134,7 +136,9 @@ def plain_pipeline(A, B, *, fit_fraction: float = FIT_FRACTION, seed: int = SEED
     r, c, coef = signed_matching(SA - sa, SB - sb)
     SP = np.tile(sb, (len(ev), 1))
     SP[:, c] += (icas[0].transform(Ae)[:, r] - sa[r]) * coef
-    out["ica"] = err(icas[1].inverse_transform(SP))
+    # B's directions outside its kept components: the permutation prediction, projected onto them
+    rest = perm_pred - icas[1].inverse_transform(icas[1].transform(perm_pred))
+    out["ica"] = err(icas[1].inverse_transform(SP) + rest)
     out["ica_efficiency"] = (out["permutation"] - out["ica"]) / (out["permutation"] - out["rigid"])
     out["ica_components"] = [int(ica.n_components) for ica in icas]
     # linear CKA (Kornblith et al. 2019) on the fit rows, as nearid reports it

@@ -171,7 +171,13 @@ glue("clf_width2", 2 * P.clf_feature_dim)
 #   at most one component per {glue:text}`rows_per_component` fit rows, so that FastICA has
 #   enough samples per component. Unit-variance whitening gives every kept direction the
 #   same weight, so whitening onto directions that hold only noise would drown the shared
-#   signal; the sensitivity figure below shows how much this choice matters. FastICA is
+#   signal; the sensitivity figure below shows how much this choice matters. B's directions
+#   outside its kept components, which ICA does not see, are predicted as the signed
+#   permutation predicts them (its map, projected onto those directions): the four families
+#   are scored on the same part of B, and ICA pays no error there that the permutation family
+#   does not. (Earlier versions predicted them by their mean, a floor of its own: on an exact
+#   signed permutation of unequally scaled sources ICA's error stayed above 0 where every
+#   other family's was 0; the registry's history keeps the verdicts of that protocol.) FastICA is
 #   fitted on at most {glue:text}`ica_rows` rows and stops after {glue:text}`ica_iter`
 #   iterations if it has not converged.
 # * **Replicates.** Every pair that trains is trained {glue:text}`n_replicates` times from

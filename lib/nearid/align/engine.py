@@ -500,8 +500,10 @@ def _fit_maps(A, B, sa: _Stats, sb: _Stats, cross, run: _Run) -> tuple[dict, dic
     rows_per_block = run.settings.rows_per_block
     maps, info = {}, {}
     notes: list[str] = []
-    if "permutation" in families:
-        maps["permutation"] = _signed_matching(cross, sa.sq, sb.sq)
+    if {"permutation", "ica"} & set(families):
+        perm = _signed_matching(cross, sa.sq, sb.sq)  # the ICA family predicts B's unseen directions by it
+        if "permutation" in families:
+            maps["permutation"] = perm
     # the linear family first (the maps do not depend on the order): when float32 sums cannot
     # resolve A, the switch to float64 then comes before the rigid family's SVD, not after
     if "linear" in families:
@@ -539,7 +541,9 @@ def _fit_maps(A, B, sa: _Stats, sb: _Stats, cross, run: _Run) -> tuple[dict, dic
         L = np.zeros((Ua.shape[0], Ub.shape[1]))
         m = src >= 0
         L[:, m] = Ua[:, src[m]] * coef[m]
-        maps["ica"] = (L, ica_b.mixing_.T)
+        # B's directions outside its kept components: the permutation family's prediction,
+        # projected onto them (nearid.align.ICAAlignment), so ICA pays no floor there
+        maps["ica"] = (L, ica_b.mixing_.T, perm, Ub)
         info = dict(ica_components=(ica_a.n_components_, ica_b.n_components_),
                     ica_variance=(ica_a.variance_kept_, ica_b.variance_kept_),
                     ica_converged=(bool(ica_a.converged_), bool(ica_b.converged_)),
@@ -561,8 +565,9 @@ def _eval_pass(A, sa: _Stats, sbs, maps_per_b, run: _Run, tick) -> list[dict]:
         # which other families were asked for
         prep = {"dense": {f: np.ascontiguousarray(maps[f], dtype=dtype) for f in ("rigid", "linear") if f in maps}}
         if "ica" in maps:
-            L, mix = maps["ica"]
-            prep["ica"] = (L.astype(dtype), np.ascontiguousarray(mix, dtype=dtype))
+            L, mix, (src, coef), Ub = maps["ica"]
+            prep["ica"] = (L.astype(dtype), np.ascontiguousarray(mix, dtype=dtype), np.where(src >= 0, src, 0),
+                           np.where(src >= 0, coef, 0.0).astype(dtype), np.ascontiguousarray(Ub, dtype=dtype))
         if "permutation" in maps:
             src, coef = maps["permutation"]
             prep["perm"] = (np.where(src >= 0, src, 0), np.where(src >= 0, coef, 0.0).astype(dtype))
@@ -583,8 +588,12 @@ def _eval_pass(A, sa: _Stats, sbs, maps_per_b, run: _Run, tick) -> list[dict]:
                 E -= Bc
                 out[j][fam][sl] = np.sqrt(np.einsum("ij,ij->i", E, E))
             if "ica" in prep:
-                L, mix = prep["ica"]
+                L, mix, src, coef, Ub = prep["ica"]
+                Pr = Ac[:, src]
+                Pr *= coef  # the permutation family's prediction (centred)
                 E = (Ac @ L) @ mix
+                E += Pr
+                E -= (Pr @ Ub) @ mix  # ... on B's directions outside the kept components only
                 E -= Bc
                 out[j]["ica"][sl] = np.sqrt(np.einsum("ij,ij->i", E, E))
             if "perm" in prep:

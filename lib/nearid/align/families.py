@@ -325,8 +325,11 @@ class ICAAlignment(_Alignment):
     permutation family uses it for, and nothing more: matching components (Hungarian on
     |correlation|), their signs and, with ``scale=True``, one least-squares scale per matched
     component. No mixing map is regressed. The matched A components are sent into B's space
-    through B's ICA mixing; B's directions outside its kept components are predicted by
-    their mean. ``max_rows`` fits the two FastICA rotations on a seeded random subset of at
+    through B's ICA mixing. B's directions outside its kept components, which ICA does not
+    see, are predicted as the permutation family predicts them (its map, projected onto
+    those directions), so the family pays no floor the others do not: on an exact signed
+    permutation its error is 0 whatever the whitening rule keeps.
+    ``max_rows`` fits the two FastICA rotations on a seeded random subset of at
     most that many rows, which bounds FastICA's cost for very many rows (None = all rows);
     the whitening and the matching always use every row. ``max_components`` caps the
     number of whitened components per side (None = no cap; see :data:`ICA_MAX_COMPONENTS`).
@@ -351,12 +354,16 @@ class ICAAlignment(_Alignment):
         # per-component least-squares scale, exactly as in the permutation family, so that the
         # ICA efficiency compares like with like (only the ICA rotations differ)
         self.matching_ = SignedPermutationAlignment(scale=self.scale).fit(SA, SB)
+        # B's directions outside its kept components: the permutation family's map, on equal terms
+        self.rest_ = SignedPermutationAlignment(scale=self.scale).fit(A, B)
         self.n_features_in_ = A.shape[1]
         return self
 
     def transform(self, A) -> np.ndarray:
-        SA = self.ica_A_.transform(self._check_dims(A))
-        return self.ica_B_.inverse_transform(self.matching_.transform(SA))
+        A = self._check_dims(A)
+        kept = self.ica_B_.inverse_transform(self.matching_.transform(self.ica_A_.transform(A)))
+        P = self.rest_.transform(A)
+        return kept + (P - self.ica_B_.inverse_transform(self.ica_B_.transform(P)))
 
 
 @validate_params(family=FAMILY)

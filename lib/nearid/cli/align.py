@@ -66,7 +66,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--ica-components", type=_components, default=ICA_COMPONENTS,
                    help="how many whitened components each side keeps before ICA: a share of the "
                         "fit rows' variance in (0, 1], a count >= 1, or 'all' (default "
-                        f"{ICA_COMPONENTS}; at most one component per 10 fit rows, and --ica-max-components)")
+                        f"{ICA_COMPONENTS}; at most one component per 10 fit rows, and --ica-max-components). "
+                        "B's directions outside its kept components are predicted by the signed-permutation "
+                        "map, so the ICA family pays no error the permutation family does not: the families "
+                        "are scored on equal terms")
     p.add_argument("--ica-max-rows", type=int, default=ICA_MAX_ROWS,
                    help=f"fit FastICA on at most this many fit rows (default {ICA_MAX_ROWS}; 0 = all)")
     p.add_argument("--ica-max-components", type=int, default=ICA_MAX_COMPONENTS,
