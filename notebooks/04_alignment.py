@@ -436,7 +436,7 @@ eff_table = pd.DataFrame({LABELS[cid.removeprefix("efficiency_")]: {
 eff_table.index.name = "our pair"
 eff_table
 
-# %% [markdown]
+# %% [markdown] tags=["new-page:whitening"]
 # (ch04-sensitivity)=
 # ## How much the whitening choice matters
 #

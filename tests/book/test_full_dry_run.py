@@ -4,7 +4,7 @@ into a scratch folder (not book/executed) with its own task cache.
 
 Runs under `make check-full`, which sets NEARID_CHECK_FULL to that folder (the executed
 notebooks and timings.json stay there for inspection). Not part of `make test`: 13 min 44 s
-on an idle 2-core clean clone (README, "Full-shape dry run") plus make test's 8.5 minutes fits
+on an idle 2-core clean clone (benchmarks/README.md, "The full-shape dry run") plus make test's 8.5 minutes fits
 30 minutes there, but not on the two-to-three times slower machines of the same kind we have
 seen."""
 

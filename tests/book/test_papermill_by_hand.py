@@ -1,4 +1,4 @@
-"""Rerunning a chapter with papermill by hand, as the README shows: from any folder, with
+"""Rerunning a chapter with papermill by hand, as book/rerun.md shows: from any folder, with
 ``-p`` overrides as papermill passes them (JSON text), data found wherever the run starts."""
 
 import json

@@ -23,6 +23,7 @@ import os
 import platform
 import secrets
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -659,7 +660,7 @@ def default_jobs() -> int:
 
     Chapters are independent, so the book's wall time approaches that of its longest chapter;
     on the smoke book here (2 cores, loaded by other work) two jobs took 214 s and 309 s where
-    one took 379 s and 477 s, with identical numbers (README, "Rerunning one chapter").
+    one took 379 s and 477 s, with identical numbers (benchmarks/README.md, "Chapters side by side").
     """
     return max(1, os.cpu_count() or 1)
 
@@ -949,6 +950,56 @@ def try_write_pages(out_dir: Path, root: Path | None = None) -> str | None:
     return None
 
 
+def _git(root: Path, *args: str) -> str | None:
+    """One line of ``git -C root ARGS``, or None (no git, not a checkout, an error)."""
+    try:
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10,
+                              check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() or None
+
+
+def _public_url(url: str) -> str:
+    """A remote's address without any user name or token written into it."""
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in rest.split("/", 1)[0]:
+        return f"{scheme}://{rest.split('@', 1)[1]}"
+    return url
+
+
+def _provenance(root: Path | None) -> dict[str, str]:
+    """Where this build's code came from and when this page was written, computed each time:
+    the repository (the checkout's ``origin`` remote), the commit (``git rev-parse --short
+    HEAD``, and whether tracked files differ from it) and the time in UTC. Outside a git
+    checkout, or when ``root`` is only inside another repository, the commit is "unknown"."""
+    written = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    top = _git(root, "rev-parse", "--show-toplevel") if root is not None else None
+    if top is None or Path(top).resolve() != Path(root).resolve():
+        unknown = "unknown (the book was not run from a git checkout)"
+        return {"repository": unknown, "commit": unknown, "written": written}
+    remote = _git(root, "config", "--get", "remote.origin.url")
+    commit = _git(root, "rev-parse", "--short", "HEAD")
+    if commit is None:
+        commit = "unknown (no commit yet)"
+    elif _git(root, "status", "--porcelain", "--untracked-files=no"):
+        commit += " (with uncommitted changes to tracked files)"
+    repository = _public_url(remote) if remote else "not recorded (this checkout has no `origin` remote)"
+    return {"repository": repository, "commit": commit, "written": written}
+
+
+def _provenance_lines(root: Path | None) -> list[str]:
+    info = _provenance(root)
+    return ["## This build", "",
+            "| what | value |", "| --- | --- |",
+            f"| repository | {info['repository']} |",
+            f"| commit | {info['commit']} |",
+            f"| this page written (UTC) | {info['written']} |", "",
+            "The repository, the commit and the time are read from the checkout and the clock when the "
+            "runner writes this page, at the end of each run (`nearid book` builds the site right after); "
+            "none of them is typed.", ""]
+
+
 def _size_text(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return f"{len(value)} values" if len(value) > 4 else "[" + ", ".join(map(str, value)) + "]"
@@ -990,6 +1041,7 @@ def _write_run_report(out_dir: Path, root: Path | None) -> Path:
              "Every number in this book was computed by executing the chapter sources in "
              "`notebooks/` with papermill (`nearid book`); the book itself runs no code. This page "
              "is written by the runner from `book/executed/timings.json` at the end of each run.", "",
+             *_provenance_lines(root),
              "## Chapters", "",
              "| chapter | profile | overrides | wall time (s) | device | finished (UTC) |",
              "| --- | --- | --- | ---: | --- | --- |"]
@@ -1022,8 +1074,8 @@ def _write_run_report(out_dir: Path, root: Path | None) -> Path:
             modules = json.loads(key_file.read_text())["code"]
             shown = ", ".join(f"`{m.removeprefix('nearid.') if m != 'nearid' else m}`" for m in modules)
             lines.append(f"| {key_file.stem} | {shown} |")
-    lines += ["", "To rerun one chapter: `nearid run 02 --profile full -p seeds=10`; see the README "
-              "for profiles and options.", ""]
+    lines += ["", "To rerun one chapter: `nearid run 02 --profile full -p seeds=10`; see "
+              "{doc}`how to rerun a chapter <../rerun>` for profiles and options.", ""]
     report = out_dir / REPORT_NAME
     atomic_write_text(report, "\n".join(lines))
     return report
