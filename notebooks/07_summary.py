@@ -134,7 +134,7 @@ results.save(results_path, {
 display(Markdown(scorecard.units_markdown(claims)))
 
 # %% [markdown]
-# ### How the protocols changed
+# ## How the protocols changed
 #
 # A verdict is only as good as the record of when its protocol was chosen. Every claim is
 # declared in the registry of claims (`lib/nearid/claims.yaml`) before its result; when a
