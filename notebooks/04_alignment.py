@@ -177,7 +177,9 @@ glue("clf_width2", 2 * P.clf_feature_dim)
 #   are scored on the same part of B, and ICA pays no error there that the permutation family
 #   does not. (Earlier versions predicted them by their mean, a floor of its own: on an exact
 #   signed permutation of unequally scaled sources ICA's error stayed above 0 where every
-#   other family's was 0; the registry's history keeps the verdicts of that protocol.) FastICA is
+#   other family's was 0; the registry's history keeps the verdicts of that protocol.) The
+#   price of equal terms: where the signed permutation predicts those directions worse than
+#   their mean does, ICA's error is now higher than under the earlier protocol. FastICA is
 #   fitted on at most {glue:text}`ica_rows` rows and stops after {glue:text}`ica_iter`
 #   iterations if it has not converged.
 # * **Replicates.** Every pair that trains is trained {glue:text}`n_replicates` times from
