@@ -124,6 +124,18 @@ def _planted_permutation(dead):
     return A, B
 
 
+def _planted_rotation(dead):
+    """Independent unequal Laplace sources and a random rotation of them, with ``dead``
+    constant columns on each side."""
+    S, rng = _laplace_unequal()
+    Q = np.linalg.qr(rng.normal(size=(S.shape[1], S.shape[1])))[0]
+    A, B = S, S @ Q
+    if dead:
+        A = np.column_stack([np.zeros((len(A), dead)), A])
+        B = np.column_stack([B, np.ones((len(B), dead))])
+    return A, B
+
+
 @pytest.mark.parametrize("dead", [0, 2])
 def test_with_every_component_each_family_scores_a_planted_signed_permutation_at_0(dead):
     """The truth is an exact signed permutation, so every family's error is 0; whitened onto
@@ -147,24 +159,12 @@ def test_under_the_default_rule_ica_scores_a_planted_signed_permutation_at_0(dea
 
 @pytest.mark.parametrize("dead", [0, 2])
 def test_under_the_default_rule_ica_undoes_a_planted_rotation(dead):
-    S, rng = _laplace_unequal()
-    Q = np.linalg.qr(rng.normal(size=(S.shape[1], S.shape[1])))[0]
-    A, B = S, S @ Q
-    if dead:
-        A = np.column_stack([np.zeros((len(A), dead)), A])
-        B = np.column_stack([B, np.ones((len(B), dead))])
-    res = align.compare(A, B, seed=0)
+    res = align.compare(*_planted_rotation(dead), seed=0)
     assert res.errors["ica"] < 0.1 < res.errors["permutation"], res.errors
 
 
 @pytest.mark.parametrize("dead", [0, 2])
 def test_ica_undoes_a_planted_rotation_of_independent_sources(dead):
-    S, rng = _laplace_unequal()
-    Q = np.linalg.qr(rng.normal(size=(S.shape[1], S.shape[1])))[0]
-    A, B = S, S @ Q
-    if dead:
-        A = np.column_stack([np.zeros((len(A), dead)), A])
-        B = np.column_stack([B, np.ones((len(B), dead))])
-    res = align.compare(A, B, seed=0, ica_components="all")
+    res = align.compare(*_planted_rotation(dead), seed=0, ica_components="all")
     assert res.errors["ica"] < 0.03 and res.errors["rigid"] < 1e-4, res.errors
     assert res.errors["permutation"] > 0.2 and res.ica_efficiency > 0.9
