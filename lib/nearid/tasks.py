@@ -615,10 +615,10 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
     ``$NEARID_SCHEDULER``. ``workers`` (processes, and a local cluster): how many worker
     processes, default ``$NEARID_WORKERS`` else one per core. ``cache_dir``: default
     ``$NEARID_TASK_CACHE``, else no cache. ``force``: recompute cached tasks (default
-    ``$NEARID_FORCE``). ``progress``: a bar over tasks on stderr (inside a notebook kernel, the
-    kernel process's own stderr: the terminal, not the page); shown by default. ``log``
-    receives each finished task's label (when no bar is shown) and, always, the summary line
-    "N tasks: R reused, C computed (...)".
+    ``$NEARID_FORCE``). ``progress``: a bar over tasks on stderr; by default shown except
+    inside a notebook kernel, where the page gets no bar and no line per task. ``log``
+    receives each finished task's label (when no bar is shown, outside a kernel or with
+    ``progress=False``) and, always, the summary line "N tasks: R reused, C computed (...)".
 
     Identical tasks (same key) run once. The first failing task stops the run (see the
     executors) and is raised with a note naming it; every result that finished is cached.
@@ -668,16 +668,16 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
     reused = len(tasks) - sum(len(v) for v in waiting.values())
     jobs = [_Job(key, tasks[idx[0]], codes[tasks[idx[0]].fn.__module__]) for key, idx in waiting.items()]
 
-    # Inside a notebook kernel (a chapter run by papermill) the bar goes to the kernel's own
-    # stderr, the terminal that runs the book, so that the page keeps only the summary line.
+    # Inside a notebook kernel (a chapter run by papermill) every byte written to stdout or
+    # stderr, even the process's own descriptors (ipykernel forwards them), lands in the page:
+    # there, no bar and no line per task, only the summary line below.
     in_kernel = _in_notebook_kernel()
-    show = True if progress is None else progress
+    show = (not in_kernel) if progress is None else progress
     bar = None
     if show and tasks:
         from tqdm.std import tqdm
-        bar = tqdm(total=len(tasks), initial=reused, desc=f"tasks ({executor})", unit="task",
-                   file=(sys.__stderr__ or sys.stderr) if in_kernel else sys.stderr, dynamic_ncols=True,
-                   mininterval=5.0 if in_kernel else 0.1)
+        bar = tqdm(total=len(tasks), initial=reused, desc=f"tasks ({executor})", unit="task", file=sys.stderr,
+                   dynamic_ncols=True)
     start = time.perf_counter()
     try:
         if jobs:
@@ -698,7 +698,7 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
                     bar.update(len(indices))
                     if job.task.label:
                         bar.set_postfix_str(job.task.label, refresh=True)
-                elif job.task.label:
+                elif job.task.label and not (in_kernel and progress is None):
                     say(job.task.label)
     finally:
         if bar is not None:
