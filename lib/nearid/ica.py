@@ -128,23 +128,29 @@ def _sign_convention(components: np.ndarray) -> np.ndarray:
 
 
 def pca_from_covariance(covariance, rel_tol: float, abs_tol: float = 0.0,
-                        notes: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                        notes: list[str] | None = None, top: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Principal variances (decreasing) and axes (columns) of a covariance matrix.
 
     Directions whose variance is at most ``rel_tol`` times the largest, or at most
     ``abs_tol``, are numerically zero and dropped. The eigen-decomposition runs in float64
     whatever the input's type (:func:`nearid.linalg.eigh`: numpy's, or a fallback driver
-    recorded in ``notes``).
+    recorded in ``notes``). ``top``: return only the first ``top`` axes (every variance is
+    still returned, for the component rule): enough for a whitener capped at ``top``
+    components, at about half the cost of every axis on a wide matrix.
     """
     from nearid import linalg
 
     cov = np.asarray(covariance, dtype=np.float64)
-    var, vec = linalg.eigh((cov + cov.T) / 2, notes, what="PCA eigh")
+    cov = (cov + cov.T) / 2
+    if top is not None and top < cov.shape[0]:
+        var, vec = linalg.eigh_top(cov, top, notes, what="PCA eigh")
+    else:
+        var, vec = linalg.eigh(cov, notes, what="PCA eigh")
     var, vec = var[::-1], vec[:, ::-1]
     if var.size == 0 or var[0] <= 0:
         return var[:0], vec[:, :0]
     nonzero = var > max(var[0] * rel_tol, abs_tol)
-    return var[nonzero], _sign_convention(vec[:, nonzero])
+    return var[nonzero], _sign_convention(vec[:, nonzero[:vec.shape[1]]])
 
 
 class Whitener(TransformerMixin, BaseEstimator):

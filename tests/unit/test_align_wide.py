@@ -205,3 +205,50 @@ def test_whitener_fit_falls_back(monkeypatch):
     w = Whitener().fit(A)
     assert "gesvd" in w.fallbacks_[0]
     np.testing.assert_allclose(np.abs(w.whitening_), np.abs(w0.whitening_), rtol=1e-6, atol=1e-9)
+
+
+# --------------------------------------------------------------------------- top axes only
+def test_linalg_eigh_top_matches_the_full_decomposition(monkeypatch):
+    X = np.random.default_rng(3).normal(size=(200, 30))
+    C = X.T @ X
+    w0, v0 = np.linalg.eigh(C)
+    w, v = linalg.eigh_top(C, 4)
+    assert v.shape == (30, 4)
+    np.testing.assert_allclose(w, w0, rtol=1e-10)
+    np.testing.assert_allclose(np.abs(v.T @ v0[:, -4:]), np.eye(4), atol=1e-8)  # same axes, up to sign
+    monkeypatch.setattr(np.linalg, "eigvalsh", _failing)
+    notes = []
+    w, v = linalg.eigh_top(C, 4, notes, what="PCA eigh")
+    assert "top-4" in notes[0] and v.shape == (30, 4)
+    np.testing.assert_allclose(np.abs(v.T @ v0[:, -4:]), np.eye(4), atol=1e-8)
+
+
+def test_pca_top_gives_every_variance_and_the_leading_axes():
+    from nearid.ica import pca_from_covariance
+
+    A, _ = planted(n=3000, d=60)
+    C = np.cov(A.astype(np.float64), rowvar=False)
+    var, axes = pca_from_covariance(C, 1e-12)
+    var_top, axes_top = pca_from_covariance(C, 1e-12, top=8)
+    np.testing.assert_allclose(var_top, var, rtol=1e-10)
+    assert axes_top.shape == (60, 8)
+    np.testing.assert_allclose(axes_top, axes[:, :8], atol=1e-8)  # the sign convention holds too
+
+
+def test_wide_sides_compute_only_the_axes_ica_keeps(monkeypatch):
+    """From SERIAL_DECOMPOSITION_WIDTH on, a side capped at a quarter of its width or less gets
+    its top axes only; the result is the full decomposition's, up to round-off."""
+    from nearid.align import engine
+
+    A, B = planted(n=2000, d=40)
+    full = align.compare(A, B, ica_max_components=5, **CLI)
+    calls = []
+    real = linalg.eigh_top
+    monkeypatch.setattr(linalg, "eigh_top", lambda M, k, *a, **kw: calls.append((M.shape[0], k)) or real(M, k, *a, **kw))
+    monkeypatch.setattr(engine, "SERIAL_DECOMPOSITION_WIDTH", 16)
+    top = align.compare(A, B, ica_max_components=5, **CLI)
+    assert (40, 5) in calls  # B's side (A's full axes serve the linear family and its ICA)
+    assert engine._top_axes(40, 5) == 5 and engine._top_axes(40, 11) is None and engine._top_axes(8, 1) is None
+    assert top.ica_components == full.ica_components == (5, 5)
+    for fam in ("permutation", "rigid", "linear", "ica"):
+        assert top.errors[fam] == pytest.approx(full.errors[fam], abs=1e-6)

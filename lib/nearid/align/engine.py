@@ -60,7 +60,9 @@ SERIAL_DECOMPOSITION_WIDTH = 2048
 # eigen-decomposition (syevd) 3.7 to 4.9 d^3, and one FastICA iteration on n rows and k
 # components about 2 n k^2 (two products) + 270 n k (the logcosh contrast, elementwise)
 # + a k x k eigh (its symmetric decorrelation).
-_UNITS = dict(float32=0.5, svd=12.0, eigh=4.3, logcosh=270.0, gather=4.0)
+# Every eigenvalue and the top few axes (eigvalsh + syevr on the index range, d = 2,048,
+# k = 256): 2.2 d^3.
+_UNITS = dict(float32=0.5, svd=12.0, eigh=4.3, eigh_top=2.2, logcosh=270.0, gather=4.0)
 _RTOL_CONSTANT = 1e-9  # as nearid.ica.Whitener: a column this flat is constant (a dead unit)
 
 
@@ -355,11 +357,16 @@ def _float32_floor(gram: np.ndarray) -> float:
     return 10 * float(np.finfo(np.float32).eps) * float(np.trace(gram))
 
 
-def _pca(stats: _Stats, columns: np.ndarray, dtype, side: str = "", tick=None):
+def _pca(stats: _Stats, columns: np.ndarray, dtype, side: str = "", tick=None, top: int | None = None):
     """Principal (variances, axes) of the fit rows' covariance on ``columns`` (cached), and
     whether float32 sums left directions unresolved. A fallback LAPACK driver, if one was
-    needed, is recorded in ``stats.cache["notes"]``; ``tick(d)`` is called after a new one."""
-    cache_key = ("pca", columns.tobytes())
+    needed, is recorded in ``stats.cache["notes"]``; ``tick(d)`` is called after a new one.
+    ``top``: only the first ``top`` axes are needed (every variance is still computed; see
+    :func:`_top_axes`); a cached decomposition with every axis serves such a call too."""
+    full_key = ("pca", columns.tobytes())
+    cache_key = full_key if top is None else ("pca", columns.tobytes(), top)
+    if full_key in stats.cache:
+        return stats.cache[full_key]
     if cache_key not in stats.cache:
         from nearid.ica import pca_from_covariance
 
@@ -367,12 +374,23 @@ def _pca(stats: _Stats, columns: np.ndarray, dtype, side: str = "", tick=None):
         rel = max(stats.n, int(columns.sum())) * float(np.finfo(np.float64).eps)
         floor = _float32_floor(cov) if dtype == np.float32 else 0.0
         notes = stats.cache.setdefault("notes", [])
-        var, axes = pca_from_covariance(cov, rel, abs_tol=floor, notes=notes)
+        var, axes = pca_from_covariance(cov, rel, abs_tol=floor, notes=notes, top=top)
         notes[:] = [n if n.startswith(f"{side}: ") else f"{side}: {n}" for n in notes] if side else notes
         stats.cache[cache_key] = (var, axes, dtype == np.float32 and var.size < int(columns.sum()))
         if tick is not None:
             tick(int(columns.sum()))
     return stats.cache[cache_key]
+
+
+def _top_axes(width: int, max_components: int | None) -> int | None:
+    """How many principal axes one side's ICA needs, when computing only those pays: a wide
+    side (no chapter reaches SERIAL_DECOMPOSITION_WIDTH, so their numbers are untouched)
+    whose whitener is capped at a few components (a quarter of the width or fewer). Then
+    every variance (for the component rule) and the top axes cost about half of a full
+    eigen-decomposition (:func:`nearid.linalg.eigh_top`); else None (every axis)."""
+    if max_components is None or width < SERIAL_DECOMPOSITION_WIDTH or 4 * max_components > width:
+        return None
+    return int(max_components)
 
 
 def _surely_unresolved(stats: _Stats, columns: np.ndarray) -> bool:
@@ -448,10 +466,11 @@ def _side_ica(X, stats: _Stats, side: str, run: _Run):
     rows_per_block, seed, proto = run.settings.rows_per_block, run.settings.seed, run.settings.ica
 
     keep, dups = _kept_columns(X, stats, fit_idx, rows_per_block)
+    top = _top_axes(int(keep.sum()), proto.max_components)
     if ("pca", keep.tobytes()) not in stats.cache:
-        bar.describe(f"ica {side}: principal axes ({int(keep.sum())}-wide eigh)",
-                     now=int(keep.sum()) >= SERIAL_DECOMPOSITION_WIDTH)
-    var, axes, unresolved = _pca(stats, keep, dtype, side, lambda d: bar.tick(work.eigh(d)))
+        what = f"top {top} of {int(keep.sum())}" if top else f"{int(keep.sum())}-wide eigh"
+        bar.describe(f"ica {side}: principal axes ({what})", now=int(keep.sum()) >= SERIAL_DECOMPOSITION_WIDTH)
+    var, axes, unresolved = _pca(stats, keep, dtype, side, lambda d: bar.tick(work.eigh(d, top)), top=top)
     if unresolved:
         cap = stats.n if proto.max_rows is None else min(stats.n, proto.max_rows)
         if choose_components(var, cap, proto.n_components, max_components=proto.max_components) >= var.size:
@@ -627,8 +646,8 @@ class _Work:
         return _UNITS["svd"] * m * n * min(m, n)
 
     @staticmethod
-    def eigh(d) -> float:
-        return _UNITS["eigh"] * d ** 3
+    def eigh(d, top: int | None = None) -> float:
+        return (_UNITS["eigh_top"] if top else _UNITS["eigh"]) * d ** 3
 
     @staticmethod
     def ica_iteration(n, k) -> float:
@@ -741,8 +760,10 @@ def _planned_work(work: _Work, inputs: Inputs, split: Split, settings: EngineSet
     total = 0.0
     for i, da in enumerate(das):
         total += work.fit(n_fit, da, dbs, need_a, need_b and i == 0)
-        if {"linear", "ica"} & set(families):
+        if "linear" in families:
             total += work.eigh(da)
+        elif "ica" in families:
+            total += work.eigh(da, _top_axes(da, ica_max_components))
         if "rigid" in families:
             total += sum(work.svd(da, db) for db in dbs)
         if "ica" in families:
@@ -750,7 +771,8 @@ def _planned_work(work: _Work, inputs: Inputs, split: Split, settings: EngineSet
         if families:
             total += work.evaluate(n_eval, da, dbs, families, ks)
     if "ica" in families:
-        total += sum(work.eigh(db) + work.ica(ica_rows, k, db, ica_max_iter) for db, k in zip(dbs, ks))
+        total += sum(work.eigh(db, _top_axes(db, ica_max_components)) + work.ica(ica_rows, k, db, ica_max_iter)
+                     for db, k in zip(dbs, ks))
     return total
 
 
