@@ -10,7 +10,7 @@ JOBS ?=
 LOCK_VENV := .venv-lock
 LOCK_FLAGS ?=
 
-.PHONY: setup lock data book test lint clean check-full check-gpu
+.PHONY: setup lock data book pdf test lint clean check-full check-gpu
 
 setup: $(STAMP)
 
@@ -42,6 +42,9 @@ data: setup
 
 book: data
 	$(BIN)/nearid book --profile $(PROFILE) $(if $(JOBS),--jobs $(JOBS))
+
+pdf: book  # the book as one PDF (_build/nearid-book.pdf), printed by a system Chromium
+	$(BIN)/python -m nearid.book.pdf
 
 test: data
 	$(BIN)/python -m pytest -q
