@@ -174,3 +174,28 @@ def test_family_styles_and_colours_tell_every_family_apart():
     assert len({tuple(np.round(c, 3)) for c in colors.values()}) == len(colors)
     assert len({s["marker"] for s in styles.values()}) == len(styles)
     assert len({str(s["dashes"]) for s in styles.values()}) == len(styles)
+
+
+def _chapters():
+    from pathlib import Path
+
+    from nearid.book import runner
+
+    root = Path(__file__).resolve().parents[2]
+    # Chapter 07's one figure is being redrawn with the summary (issue 22, item 1): it gets
+    # its alt text there.
+    return [pytest.param(ch, id=ch.key, marks=pytest.mark.xfail(reason="redrawn in issue 22, item 1", strict=False))
+            if ch.key.startswith("07_") else pytest.param(ch, id=ch.key) for ch in runner.list_chapters(root)]
+
+
+@pytest.mark.parametrize("chapter", _chapters())
+def test_every_figure_cell_says_what_it_shows(chapter):
+    """A figure the book numbers (cell metadata mystnb.figure) carries alt text (mystnb.image.alt)
+    that a screen reader can read instead of the image's file name, a hash."""
+    import jupytext
+
+    for cell in jupytext.read(chapter.source).cells:
+        opts = cell.metadata.get("mystnb", {})
+        if "figure" in opts:
+            alt = opts.get("image", {}).get("alt", "")
+            assert len(alt.split()) >= 8, f"{chapter.key}: figure {opts['figure'].get('name')} has no alt text"
