@@ -166,12 +166,22 @@ glue("rot_rigid", clean["rigid"])
 glue("rot_linear", clean["linear"])
 glue("rot_ica", clean["ica"])
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "A rotated copy of Laplace codes plus Gaussian noise: the held-out error of each transform family against the noise level.", "name": "fig-01-noise"}}
-fig, ax = plt.subplots(figsize=(6.4, 3.8))
-sns.lineplot(data=noise, x="noise", y="error", hue="family", marker="o", palette=colors, ax=ax)
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "A rotated copy of Laplace codes plus Gaussian noise: the held-out error of each transform family against the noise level.", "name": "fig-01-noise"}, "image": {"alt": "Line chart: normalised held-out error of the signed-permutation, rigid, linear and ICA families against the noise level added to a rotated copy of Laplace codes, one line per family; a legend note names the lines that coincide."}}
+fig, ax = plt.subplots(figsize=(plotting.WIDTH, 3.8))
+styles = {f: plotting.family_styles()[f] for f in noise.family.unique()}
+sns.lineplot(data=noise, x="noise", y="error", hue="family", style="family", palette=colors,
+             markers={f: st["marker"] for f, st in styles.items()},
+             dashes={f: st["dashes"] for f, st in styles.items()}, ax=ax)
 ax.set(xlabel=r"noise $\sigma$ (relative to the codes' scale)",
        ylabel="normalised $\\ell_2$ error (held out)",
        title="A rotated copy: error per transform family")
+# Lines closer than 1% of the axis lie on top of each other: the legend says which.
+curves = {f: g.sort_values("noise").error.to_numpy() for f, g in noise.groupby("family", sort=False)}
+handles, labels = ax.get_legend_handles_labels()
+for group in plotting.coinciding(curves, tol=0.01 * np.ptp(noise.error)):
+    handles.append(plt.Line2D([], [], ls="none"))
+    labels.append(f"({', '.join(group)}: the lines coincide)")
+ax.legend(handles, labels, title="family")
 plt.show()
 
 # %% [markdown]
@@ -260,10 +270,10 @@ plt.show()
 # {prf:ref}`thm-ica` relies on), not claims the paper tests; the summary lists them apart from
 # the paper's claims.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Amari distance between whitening + FastICA's unmixing and the true mixing (0 = a signed permutation), against the sample size, per source distribution (mean and sd over repeats).", "name": "fig-01-ica"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Amari distance between whitening + FastICA's unmixing and the true mixing (0 = a signed permutation), against the sample size, per source distribution (mean and sd over repeats).", "name": "fig-01-ica"}, "image": {"alt": "Line chart on log-log axes: Amari distance between the unmixing found by whitening and FastICA and the true mixing, against the sample size, one line with a shaded band (mean and sd over repeats) per source distribution."}}
 sweep = ch01_definitions.ica_amari_sweep(sample_sizes=S["ica_sample_sizes"], sources=P.ica_sources,
                                          dim=P.ica_dim, repeats=S["ica_repeats"], seed=P.seed)
-fig, ax = plt.subplots(figsize=(6.4, 4.0))
+fig, ax = plt.subplots(figsize=(plotting.WIDTH, 4.0))
 sns.lineplot(data=sweep, x="n", y="amari", hue="source", marker="o", errorbar="sd", ax=ax)
 ax.set(xscale="log", yscale="log", xlabel="sample size $n$",
        ylabel="Amari distance of $WA$ (0 = signed permutation)",

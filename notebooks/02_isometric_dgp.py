@@ -141,8 +141,8 @@ print(next(line for line in reversed(progress) if " tasks: " in line))  # the on
 # the estimators); for every model, the same against the true factors $u$.
 # {numref}`fig-02-sweep` shows both.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: error between seeds per transform family (mean and sd over seed pairs). Right: error of each model's codes to the true factors u after the best rigid map, the best linear map, or whitening + ICA and a signed permutation (mean and sd over seeds).", "name": "fig-02-sweep"}}
-fig, axes = plt.subplots(1, 2, figsize=(11, 4.0))
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Left: error between seeds per transform family (mean and sd over seed pairs). Right: error of each model's codes to the true factors u after the best rigid map, the best linear map, or whitening + ICA and a signed permutation (mean and sd over seeds).", "name": "fig-02-sweep"}, "image": {"alt": "Two line charts against delta, the distance of the data-generating process from an isometry. Left: normalised error between pairs of seeds for each transform family. Right: error of each model's codes to the true factors after the best rigid map, the best linear map, or whitening and ICA with a signed permutation."}}
+fig, axes = plt.subplots(1, 2, figsize=(plotting.WIDE, 3.8))
 sns.lineplot(data=sweep.pairs, x="delta", y="error", hue="family", marker="o", palette=colors,
              errorbar="sd", ax=axes[0])
 axes[0].set(xlabel=r"$\delta$ (distance of $g$ from an isometry)",
@@ -267,9 +267,9 @@ glue("n_models", len(sweep.models))
 # every $k$ up to {glue:text}`n_trend_seeds` (the dotted line marks the {glue:text}`n_seeds`
 # seeds that decide the verdicts above).
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Claims 1 and 2 decided on the first k seeds: the estimate with its 95% interval against k. A claim holds where the whole interval lies above 0 (dashed). The dotted line marks the seeds that decide the chapter's verdicts.", "name": "fig-02-seed-trend"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Claims 1 and 2 decided on the first k seeds: the estimate with its 95% interval against k. A claim holds where the whole interval lies above 0 (dashed). The dotted line marks the seeds that decide the chapter's verdicts.", "name": "fig-02-seed-trend"}, "image": {"alt": "Two interval plots against the number of seeds k: the estimate and 95% interval of claim 1 (Spearman correlation of delta with the rigid error to the true factors) and of claim 2 (MCC after ICA minus raw MCC), with a dashed line at 0 and a dotted line at the seeds that decide the verdicts."}}
 trend = ch02.seed_trend(result.trend_models, delta=d_min, budgets=range(2, ch02.trend_seeds(P) + 1), seed=P.seed)
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+fig, axes = plt.subplots(1, 2, figsize=(plotting.WIDE, 3.4))
 titles = {"error_falls_with_delta": "1. Spearman(delta, rigid error to u)",
           "ae_ica_recovers_axes": f"2. MCC after ICA - raw MCC (delta = {d_min})"}
 for ax, (name, title) in zip(axes, titles.items()):
@@ -349,11 +349,11 @@ hypotheses = {"weight_decay_makes_codes_rigid": verdicts.claim(
 # {numref}`fig-02-codes` plots, for the first seed at the smallest $\delta$, each code axis
 # against the true factor it is best matched to (Hungarian matching on |correlation|).
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Codes of the first seed at the smallest delta against their matched true factors. Top: the raw autoencoder axes. Bottom: after whitening + ICA, which turns each axis into one factor up to sign.", "name": "fig-02-codes"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Codes of the first seed at the smallest delta against their matched true factors. Top: the raw autoencoder axes. Bottom: after whitening + ICA, which turns each axis into one factor up to sign.", "name": "fig-02-codes"}, "image": {"alt": "Grid of scatter plots, each code axis against its matched true factor: the top row shows the raw autoencoder axes, the bottom row the axes after whitening and ICA."}}
 Z, U = sweep.codes[d_min][0], sweep.factors[d_min]
 S = WhitenedICA(n_components=P.ica_components, random_state=P.seed).fit(Z).transform(Z)
 k = min(P.latent_dim, 4)
-fig, axes = plt.subplots(2, k, figsize=(3.0 * k, 5.6), sharex=True)
+fig, axes = plt.subplots(2, k, figsize=(min(plotting.WIDE, 2.2 * k), 4.8), sharex=True)
 for row, (codes, name) in enumerate([(Z, "AE axis"), (S, "AE + ICA axis")]):
     r, c = match_columns(codes, U)
     for j in range(min(k, len(r))):
@@ -376,22 +376,23 @@ plt.show()
 # global scale), though not globally: far-apart positions give orthogonal images. An MLP
 # autoencoder with a 2-d code was trained on the images (the last task of the plan).
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Training images of the blob process: one blob, two independent position factors.", "name": "fig-02-blob-images"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Training images of the blob process: one blob, two independent position factors.", "name": "fig-02-blob-images"}, "image": {"alt": "Six small training images, each a single bright Gaussian blob on a dark canvas at a different position, titled with its two position factors."}}
 blob = result.blob
 examples, pos = blob_images(6, size=P.image_size, seed=P.seed + 3)
-fig, axes = plt.subplots(1, 6, figsize=(10, 1.9))
+fig, axes = plt.subplots(1, 6, figsize=(plotting.WIDTH, 1.6))
 for ax, image, (u1, u2) in zip(axes, examples, pos):
     ax.imshow(image, cmap="magma")
     ax.set_xticks([]), ax.set_yticks([])
     ax.set_title(f"u = ({u1:.0f}, {u2:.0f})", fontsize=9)
 plt.show()
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "The blob autoencoder's held-out codes. Left: raw codes coloured by the first position factor. Middle and right: each axis after whitening + ICA against its matched position factor.", "name": "fig-02-blob-codes"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "The blob autoencoder's held-out codes. Left: raw codes coloured by the first position factor. Middle and right: each axis after whitening + ICA against its matched position factor.", "name": "fig-02-blob-codes"}, "image": {"alt": "Three scatter plots. Left: the blob autoencoder's two raw code axes against each other, coloured by the first position factor with a colour bar. Middle and right: each code axis after whitening and ICA against its matched position factor."}}
 S_b, U_b = blob["ica_codes"], blob["factors"]
 r, c = match_columns(S_b, U_b)
-fig, axes = plt.subplots(1, 3, figsize=(10, 3.4))
-axes[0].scatter(blob["codes"][:, 0], blob["codes"][:, 1], c=U_b[:, 0], s=3, cmap="viridis")
-axes[0].set(xlabel="AE code 1", ylabel="AE code 2", title="raw AE codes (colour = $u_1$)")
+fig, axes = plt.subplots(1, 3, figsize=(plotting.WIDE, 3.0))
+points = axes[0].scatter(blob["codes"][:, 0], blob["codes"][:, 1], c=U_b[:, 0], s=3, cmap="viridis")
+fig.colorbar(points, ax=axes[0], label="$u_1$ (pixels)")
+axes[0].set(xlabel="AE code 1", ylabel="AE code 2", title="raw AE codes")
 for j in range(2):
     axes[1 + j].scatter(U_b[:, c[j]], S_b[:, r[j]], s=3, alpha=0.4)
     axes[1 + j].set(xlabel=f"blob position $u_{c[j] + 1}$ (pixels)", ylabel=f"AE + ICA axis {r[j] + 1}",

@@ -203,10 +203,10 @@ if P.dry_run:
 #
 # {numref}`fig-03-bz` shows the per-image estimates $B(z)$ of every setting.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Per-image bi-Lipschitz estimates B(z) = 1 + L(z) on held-out images, per decoder slope alpha (1 = linear) and weight decay; each box pools all seeds of a setting (whiskers at 1.5 IQR, outliers hidden). The dashed line is an isometry up to scale.", "name": "fig-03-bz"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Per-image bi-Lipschitz estimates B(z) = 1 + L(z) on held-out images, per decoder slope alpha (1 = linear) and weight decay; each box pools all seeds of a setting (whiskers at 1.5 IQR, outliers hidden). The dashed line is an isometry up to scale.", "name": "fig-03-bz"}, "image": {"alt": "Box plots on a log scale of the per-image bi-Lipschitz estimate B(z) for each decoder slope alpha, one box per weight decay, with a dashed line at 1."}}
 B = sweep.B_[np.isfinite(sweep.B_.B)].copy()
 B["weight decay"] = B.weight_decay.map("{:g}".format)
-fig, ax = plt.subplots(figsize=(8, 4))
+fig, ax = plt.subplots(figsize=(plotting.WIDTH, 3.8))
 sns.boxplot(data=B, x="alpha", y="B", hue="weight decay", showfliers=False, log_scale=True, ax=ax)
 ax.axhline(1.0, color="0.3", lw=1, ls="--")
 ax.set(xlabel=r"decoder leaky-ReLU slope $\alpha$ (1 = linear)", ylabel=r"$B(z) = 1 + L(z)$ (log scale)")
@@ -281,25 +281,28 @@ glue("wd_effect", {frozenset({-1.0}): "Weight decay lowers L at both ends of the
 # the declared fit $b + c\sqrt{2L+L^2}$ (a floor plus the theorem's shape); grey crosses are the
 # same pairs' affine (linear) errors.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Rigid error between pairs of seeds against the measured constant: the pair's mean L_mean (left) and larger L_max (right), log scale. Colour: decoder slope alpha; marker: weight decay. Solid line: the least-squares fit b + c sqrt(2L + L^2) (floor plus the theorem's shape); grey crosses: the same pairs' affine errors.", "name": "fig-03-rigid"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Rigid error between pairs of seeds against the measured constant: the pair's mean L_mean (left) and larger L_max (right), log scale. Colour: decoder slope alpha; marker: weight decay. Solid line: the least-squares fit b + c sqrt(2L + L^2) (floor plus the theorem's shape); grey crosses: the same pairs' affine errors.", "name": "fig-03-rigid"}, "image": {"alt": "Two scatter plots sharing the vertical axis: rigid error between pairs of seeds against the measured L_mean (left) and L_max (right) on log axes, coloured by decoder slope and marked by weight decay, with the fitted curve b + c sqrt(2L + L^2) as a solid line and the pairs' linear errors as grey crosses; the fitted coefficients are in each panel's title."}}
 pairs = sweep.pairs_.copy()
 pairs["weight decay"] = pairs.weight_decay.map("{:g}".format)
 fits = {col: (fit_theory_curve(pairs[col], pairs.rigid_error),
               fit_theory_curve(pairs[col], pairs.rigid_error, intercept=False)) for col in ("L_mean", "L_max")}
-fig, axes = plt.subplots(1, 2, figsize=(12, 5.6), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=(plotting.WIDE, 4.2), sharey=True)
 for ax, col, label in [(axes[0], "L_mean", r"$L_{\mathrm{mean}}$"), (axes[1], "L_max", r"$L_{\max}$")]:
     fit = fits[col][0]
     sns.scatterplot(data=pairs, x=col, y="rigid_error", hue="alpha", style="weight decay",
-                    palette="viridis", s=55, ax=ax)
+                    palette="viridis", s=55, ax=ax, legend=ax is axes[0])
     finite = pairs[col][np.isfinite(pairs[col])]
     grid = np.geomspace(max(finite.min(), 1e-3) * 0.8, finite.max() * 1.2, 200)
-    ax.plot(grid, fit.predict(grid), color=colors["rigid"], lw=2,
-            label=rf"$b + c\sqrt{{2L+L^2}}$: $b$={fit.b:.3f}, $c$={fit.c:.3f}, $R^2$={fit.r2:.2f}")
+    ax.plot(grid, fit.predict(grid), color=colors["rigid"], lw=2, label=r"fit $b + c\sqrt{2L+L^2}$")
     ax.scatter(pairs[col], pairs.linear_error, marker="+", color="0.45", s=25, label="linear error (contrast)")
     ax.set_xscale("log")
-    ax.set(xlabel=label + " (measured, log scale)", ylabel="rigid error between seeds (normalised)")
-    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(0, -0.18))
+    ax.set(xlabel=label + " (measured, log scale)", ylabel="rigid error between seeds (normalised)",
+           title=f"fit: $b$={fit.b:.3f}, $c$={fit.c:.3f}, $R^2$={fit.r2:.2f}")
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
 fig.tight_layout()
+plotting.legend_columns(fig, *axes[0].get_legend_handles_labels(), starts=("weight decay", r"fit $b + c\sqrt{2L+L^2}$"),
+                        loc="upper center", bbox_to_anchor=(0.5, 0.0), frameon=False)
 plt.show()
 
 # %% tags=["remove-cell"]
@@ -384,15 +387,16 @@ for name, value in dict(fit_b=f_mean.b, fit_c=f_mean.c, fit_r2=f_mean.r2, fit_r2
 #
 # {numref}`fig-03-recon` puts every model's held-out reconstruction error against its $L$.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Held-out reconstruction error per pixel against the model's L_mean (log scale), one point per model. Colour: decoder slope alpha; marker: weight decay.", "name": "fig-03-recon"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Held-out reconstruction error per pixel against the model's L_mean (log scale), one point per model. Colour: decoder slope alpha; marker: weight decay.", "name": "fig-03-recon"}, "image": {"alt": "Scatter plot: held-out reconstruction error per pixel against each model's L_mean on a log axis, coloured by decoder slope alpha and marked by weight decay."}}
 models = sweep.models_.copy()
 models["weight decay"] = models.weight_decay.map("{:g}".format)
-fig, ax = plt.subplots(figsize=(6.8, 4))
+fig, ax = plt.subplots(figsize=(5.2, 3.8))
 sns.scatterplot(data=models, x="L_mean", y="recon_error", hue="alpha", style="weight decay",
                 palette="viridis", s=55, ax=ax)
 ax.set(xlabel=r"$L_{\mathrm{mean}}$ (measured, log scale)", ylabel="held-out reconstruction MSE per pixel")
 ax.set_xscale("log")
-ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
+plotting.legend_columns(ax, *ax.get_legend_handles_labels(), starts=("weight decay",), loc="upper left",
+                        bbox_to_anchor=(1.02, 1))
 plt.show()
 
 # %% tags=["remove-cell"]
@@ -425,11 +429,11 @@ glue("rec_sentence", "As in the paper's Figure A.5, the decoders closer to an is
 # ({numref}`fig-03-digits`, the largest training budget), and the rank correlation at every
 # training budget ({numref}`fig-03-digit-scale`).
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Digit-specific autoencoders at the largest training budget: rigid error between pairs of seeds against the pair's L_mean (log scale). Colour: digit; marker: decoder slope alpha; grey lines: the floor-plus-shape fit per digit.", "name": "fig-03-digits"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Digit-specific autoencoders at the largest training budget: rigid error between pairs of seeds against the pair's L_mean (log scale). Colour: digit; marker: decoder slope alpha; grey lines: the floor-plus-shape fit per digit.", "name": "fig-03-digits"}, "image": {"alt": "Scatter plot: rigid error between pairs of seeds of the digit-specific autoencoders against the pair's L_mean on a log axis, coloured by digit and marked by decoder slope, with a grey fitted curve per digit."}}
 if digit_budgets:
     digit_sweep = sweeps[f"digits_{digit_budgets[-1]}"]
     dpairs = digit_sweep.pairs_.rename(columns={"group": "digit"})
-    fig, ax = plt.subplots(figsize=(6.8, 4))
+    fig, ax = plt.subplots(figsize=(5.2, 3.8))
     sns.scatterplot(data=dpairs, x="L_mean", y="rigid_error", hue="digit", style="alpha", s=60, ax=ax)
     for d, grp in dpairs.groupby("digit"):
         if grp.L_mean.nunique() >= 2 and len(grp) >= 3:
@@ -438,10 +442,11 @@ if digit_budgets:
             ax.plot(grid, f.predict(grid), lw=1, color="0.4")
     ax.set_xscale("log")
     ax.set(xlabel=r"$L_{\mathrm{mean}}$ (measured, log scale)", ylabel="rigid error between seeds (normalised)")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
+    plotting.legend_columns(ax, *ax.get_legend_handles_labels(), starts=("alpha",), loc="upper left",
+                            bbox_to_anchor=(1.02, 1))
     plt.show()
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "How the digit-specific verdict moves with scale: the Spearman rank correlation between L_mean and the rigid error over the digit models' pairs of seeds, with its 95% bootstrap interval, at each training budget (the first n MNIST training images; each digit model sees its own class, about n/10 images).", "name": "fig-03-digit-scale"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "How the digit-specific verdict moves with scale: the Spearman rank correlation between L_mean and the rigid error over the digit models' pairs of seeds, with its 95% bootstrap interval, at each training budget (the first n MNIST training images; each digit model sees its own class, about n/10 images).", "name": "fig-03-digit-scale"}, "image": {"alt": "Interval plot: Spearman rank correlation between L_mean and the rigid error of the digit models, with its 95% interval, at each training budget on a log axis, with a dashed line at 0."}}
 digit_scale = []
 for n in digit_budgets:
     dp = sweeps[f"digits_{n}"].pairs_
@@ -450,7 +455,7 @@ for n in digit_budgets:
                             rigid_error=float(dp.rigid_error.mean()), **v.to_dict()))
 digit_scale = pd.DataFrame(digit_scale)
 if len(digit_scale):
-    fig, ax = plt.subplots(figsize=(6.2, 3.6))
+    fig, ax = plt.subplots(figsize=(plotting.WIDTH, 3.6))
     plotting.plot_intervals(ax, digit_scale.n_train, digit_scale.estimate, digit_scale.low, digit_scale.high,
                             fmt="o-", capsize=4, color=colors["rigid"])
     ax.set_xscale("log")

@@ -290,20 +290,34 @@ glue("eff_range_high", paper.TABLE1_EFFICIENCY_RANGE[1])
 # {glue:text}`ica_unconverged`. The verdicts on links that involve the ICA family carry this
 # flag to the summary. {numref}`fig-04-table1` shows the same errors as bars.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Normalised held-out error of each family, per model pair; left ours, right the paper's Table 1 (same colours). Within a pair, the bars left to right are the paper's ordering from worst to best: signed permutation, ICA, rigid, linear.", "name": "fig-04-table1"}}
-long = ch04_alignment.beside_paper(ours)
-long["pair"] = [LABELS[p] if s == "ours" else paper.TABLE1_LABELS[p] for p, s in zip(long["pair"], long["source"])]
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.4), sharey=True,
-                         gridspec_kw={"width_ratios": [len(ours), len(paper.TABLE1)]})
-for ax, source in zip(axes, ("ours", "paper")):
-    sns.barplot(data=long[long.source == source], x="pair", y="error", hue="family",
-                hue_order=list(ch04_alignment.ORDER), palette=colors, ax=ax)
-    ax.set(title=source, xlabel=None, ylabel="normalised held-out error" if source == "ours" else None)
-    ax.tick_params(axis="x", rotation=25)
-    for t in ax.get_xticklabels():
-        t.set_ha("right")
-axes[0].legend_.remove()
-sns.move_legend(axes[1], "upper left", title="family", fontsize=9)
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Normalised held-out error of each family, per model pair: ours (filled, with the sd over replicates) just above the paper's Table 1 row it stands for (hollow, same colour and marker; grey labels). Each family is shifted a little up or down so that equal values stay visible. The paper's ordering from worst to best is signed permutation, ICA, rigid, linear.", "name": "fig-04-table1"}, "image": {"alt": "Dot plot, one row per model pair: the normalised held-out error of the signed-permutation, ICA, rigid and linear families as coloured markers, ours filled with error bars and the paper's Table 1 values hollow on a grey-labelled line just below them."}}
+styles = plotting.family_styles()
+y = np.arange(len(ours))
+t1_rows = [ch04_alignment.paper_row(p) for p in ours.index]
+fig, ax = plt.subplots(figsize=(plotting.WIDTH, 1.0 + 0.8 * len(ours)))
+for k, fam in enumerate(ch04_alignment.ORDER):
+    marker, dy = styles[fam]["marker"], 0.06 * (k - 1.5)  # a small offset per family: coinciding values stay visible
+    ax.errorbar(ours[fam], y - 0.2 + dy, xerr=ours[f"{fam}_sd"].fillna(0), fmt=marker, color=colors[fam], ms=7,
+                capsize=2, label=fam)
+    ax.scatter([paper.TABLE1[r][fam] if r else np.nan for r in t1_rows], y + 0.2 + dy, marker=marker, s=45,
+               facecolors="none", edgecolors=colors[fam], linewidths=1.5)
+ticks = [(i - 0.2, LABELS[p]) for i, p in enumerate(ours.index)]
+ticks += [(i + 0.2, f"paper: {paper.TABLE1_LABELS[r]}") for i, r in enumerate(t1_rows) if r]
+ax.set_yticks([t for t, _ in ticks], [lab for _, lab in ticks])
+for label in ax.get_yticklabels():
+    if label.get_text().startswith("paper: "):
+        label.set_color(plotting.PAPER_COLOR)
+ax.set_ylim(len(ours) - 0.5, -0.5)
+ax.grid(axis="y", visible=False)
+for edge in y[:-1] + 0.5:
+    ax.axhline(edge, color="0.8", lw=0.8)
+ax.set(xlabel="normalised held-out error (lower = more alike)")
+handles, labels = ax.get_legend_handles_labels()
+handles += [plt.Line2D([], [], marker="o", color="0.3", ls="none"),
+            plt.Line2D([], [], marker="o", mfc="none", mec="0.3", ls="none")]
+labels += ["ours", "paper"]
+ax.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=6, frameon=False,
+          handletextpad=0.2, columnspacing=1.0)
 fig.tight_layout()
 plt.show()
 
@@ -356,9 +370,9 @@ vtable.index = [LABELS[p] for p in vtable.index]
 vtable.index.name = "our pair"
 vtable.style.format(lambda v: v if isinstance(v, str) else ("" if pd.isna(v) else f"{v:+.3f}"))
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Each link of the paper's ordering, per pair: the mean over evaluation rows of the row error of the worse family minus the better one, with its 95% interval (bars: Student's t over independently trained replicates; a bootstrap over evaluation rows for the packaged sentence encoders). A link holds where the whole bar lies right of 0. Grey crosses: the paper's difference for the same row of Table 1.", "name": "fig-04-links"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Each link of the paper's ordering, per pair: the mean over evaluation rows of the row error of the worse family minus the better one, with its 95% interval (bars: Student's t over independently trained replicates; a bootstrap over evaluation rows for the packaged sentence encoders). A link holds where the whole bar lies right of 0. Grey crosses: the paper's difference for the same row of Table 1.", "name": "fig-04-links"}, "image": {"alt": "Three interval plots side by side, one per link of the ordering (perm > ICA, ICA > rigid, rigid > linear), one row per model pair: our mean error difference with its 95% interval, the paper's difference as a grey cross, and a dashed line at 0."}}
 link_names = list(ch04_alignment.LINK_NAMES.values())
-fig, axes = plt.subplots(1, 3, figsize=(12, 0.5 + 0.55 * len(ours)), sharey=True)
+fig, axes = plt.subplots(1, 3, figsize=(plotting.WIDE, 1.2 + 0.5 * len(ours)), sharey=True)
 for ax, link in zip(axes, link_names):
     sub = links[links.link == link].set_index("pair").reindex(ours.index)
     y = np.arange(len(sub))
@@ -367,8 +381,8 @@ for ax, link in zip(axes, link_names):
     ax.set(title=link, xlabel="mean error difference")
     ax.set_yticks(y, [LABELS[p] for p in sub.index])
 axes[0].invert_yaxis()
-fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=2, frameon=False, fontsize=9)
-fig.tight_layout(rect=(0, 0.1, 1, 1))
+fig.tight_layout()
+fig.legend(*axes[0].get_legend_handles_labels(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
 plt.show()
 
 # %% [markdown]
@@ -454,11 +468,11 @@ with warnings.catch_warnings():
         pairs, measured, P.ica_grid, rule=P.ica_components, fit_fraction=P.fit_fraction,
         seed=P.seed, ica_max_rows=align.ICA_MAX_ROWS, ica_max_iter=align.ICA_MAX_ITER)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "ICA error (left) and ICA efficiency (right) of each pair against the number of whitened components each side keeps (the mean of A's and B's count; a setting above what a side allows is capped, so some points coincide). Stars: the declared rule. The dashed line at efficiency 0 is the signed-permutation baseline.", "name": "fig-04-components"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "ICA error (left) and ICA efficiency (right) of each pair against the number of whitened components each side keeps (the mean of A's and B's count; a setting above what a side allows is capped, so some points coincide). Stars: the declared rule. The dashed line at efficiency 0 is the signed-permutation baseline.", "name": "fig-04-components"}, "image": {"alt": "Two line charts against the number of whitened components per side on a log axis, one line per model pair: the ICA held-out error (left) and the ICA efficiency (right), stars marking the declared rule and a dashed line at efficiency 0; the legend is below the panels."}}
 sens["components"] = (sens.components_a + sens.components_b) / 2
 sens["label"] = sens.pair.map(LABELS)
-pal = dict(zip(ours.index, sns.color_palette("colorblind", len(ours))))
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+pal = dict(zip(ours.index, sns.color_palette(plotting.BOOK_PALETTE, len(ours))))
+fig, axes = plt.subplots(1, 2, figsize=(plotting.WIDE, 3.6))
 for ax, col, ylabel in zip(axes, ("ica", "ica_efficiency"), ("ICA held-out error", "ICA efficiency")):
     for name, g in sens.groupby("pair", sort=False):
         grid = g[~g.rule].sort_values("components")
@@ -467,8 +481,8 @@ for ax, col, ylabel in zip(axes, ("ica", "ica_efficiency"), ("ICA held-out error
     ax.set(xscale="log", xlabel="whitened components per side", ylabel=ylabel)
     ax.xaxis.set_major_formatter(plt.ScalarFormatter())
 axes[1].axhline(0, color="k", lw=0.8, ls="--")
-axes[0].legend(fontsize=8)
 fig.tight_layout()
+fig.legend(*axes[0].get_legend_handles_labels(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
 plt.show()
 
 # %% tags=["remove-cell"]
@@ -522,8 +536,8 @@ for name in paper_pairs:
     trend_rows[name] = ch04_alignment.trend_difference(rows, seed=P.seed)
 trend = pd.concat(trend, ignore_index=True)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "ICA efficiency of each paper-like pair against the number of fit rows (nested subsets of the fit split, the same evaluation rows), with 95% bootstrap intervals over evaluation rows (the fitted maps held fixed). Dashed lines, in each pair's colour: the paper's efficiency for the same row of Table 1.", "name": "fig-04-trend"}}
-fig, ax = plt.subplots(figsize=(7.5, 4.2))
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "ICA efficiency of each paper-like pair against the number of fit rows (nested subsets of the fit split, the same evaluation rows), with 95% bootstrap intervals over evaluation rows (the fitted maps held fixed). Dashed lines, in each pair's colour: the paper's efficiency for the same row of Table 1.", "name": "fig-04-trend"}, "image": {"alt": "Line chart: ICA efficiency of each paper-like model pair against the number of fit rows on a log axis, with 95% intervals, a dashed line per pair at the paper's efficiency and a solid line at 0."}}
+fig, ax = plt.subplots(figsize=(plotting.WIDTH, 4.0))
 for name, g in trend.groupby("pair", sort=False):
     plotting.plot_intervals(ax, g.fit_rows, g.ica_efficiency, g.low, g.high, fmt="o-", color=pal[name],
                             label=LABELS[name], threshold=None)
@@ -531,7 +545,7 @@ for name, g in trend.groupby("pair", sort=False):
 ax.axhline(0, color="k", lw=0.8)
 ax.set(xscale="log", xlabel="fit rows", ylabel="ICA efficiency")
 ax.xaxis.set_major_formatter(plt.ScalarFormatter())
-ax.legend(fontsize=8)
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
 fig.tight_layout()
 plt.show()
 
@@ -598,8 +612,8 @@ if lm_pair is not None and lm_pair.layers_A:
 else:
     layer_maps = {}
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Every layer of the tiny language model trained with seed 0 (rows) against every layer of the one trained with seed 1 (columns), on the same held-out text windows. Left: rigid error (held out, lower = more alike); right: linear CKA (higher = more alike). Layer 0 is the token embedding.", "name": "fig-04-layers"}}
-fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Every layer of the tiny language model trained with seed 0 (rows) against every layer of the one trained with seed 1 (columns), on the same held-out text windows. Left: rigid error (held out, lower = more alike); right: linear CKA (higher = more alike). Layer 0 is the token embedding.", "name": "fig-04-layers"}, "image": {"alt": "Two heatmaps, layers of the language model trained with seed 0 as rows against layers of the one trained with seed 1 as columns, each cell labelled with its value: rigid error (left) and linear CKA (right)."}}
+fig, axes = plt.subplots(1, 2, figsize=(plotting.WIDE, 3.8))
 for ax, metric in zip(axes, ("rigid", "cka")):
     if metric in layer_maps:
         plotting.plot_layer_matrix(layer_maps[metric], ax=ax, title=f"{metric}: seed 0 (rows) vs seed 1 (columns)")

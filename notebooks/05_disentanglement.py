@@ -143,12 +143,12 @@ if P.dry_run:
 # in a room under a directional light (Isaac3D). {numref}`fig-05-traversals` shows one
 # traversal per factor, the other factors held at the middle of their grids.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "One traversal per factor and dataset (rows), from the first to the last value of the factor (at most eight evenly spaced values shown), all other factors at the middle of their grids.", "name": "fig-05-traversals"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "One traversal per factor and dataset (rows), from the first to the last value of the factor (at most eight evenly spaced values shown), all other factors at the middle of their grids.", "name": "fig-05-traversals"}, "image": {"alt": "Grid of small rendered images: one row per factor of each procedural dataset, labelled with the dataset and factor, showing the image change as that factor moves from its first to its last value."}}
 sizes = {ds: ", ".join(f"{k} {v}" for k, v in FACTOR_GRIDS[ds].items()) for ds in P.datasets}
 print("\n".join(f"{DATASET_LABELS[ds]} ({grid_size(ds):,} images): {sizes[ds]}" for ds in P.datasets))
 steps = 8
 n_rows = sum(len(FACTOR_GRIDS[ds]) for ds in P.datasets)
-fig, axes = plt.subplots(n_rows, steps, figsize=(steps * 0.95, 0.95 * n_rows), squeeze=False)
+fig, axes = plt.subplots(n_rows, steps, figsize=(plotting.WIDTH, 0.68 * n_rows), squeeze=False)
 row = 0
 for ds in P.datasets:
     for factor in FACTOR_GRIDS[ds]:
@@ -162,9 +162,9 @@ for ds in P.datasets:
             else:
                 ax.axis("off")
         axes[row, 0].set_ylabel(f"{DATASET_LABELS[ds]}\n{factor}", rotation=0, ha="right",
-                                va="center", fontsize=7)
+                                va="center", fontsize=9)
         row += 1
-fig.subplots_adjust(left=0.22, wspace=0.04, hspace=0.06)
+fig.subplots_adjust(left=0.24, wspace=0.04, hspace=0.06)
 plt.show()
 
 # %% [markdown]
@@ -305,7 +305,7 @@ table2
 # %% [markdown]
 # {numref}`fig-05-table2` shows the same numbers as bars.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Table 2 as bars: ours (mean ± sd over seeds, one colour per model) and the paper's value for the same cell (grey dash; its β-VAE, β-TCVAE and BioAE rows were quoted from Hsu et al. on the real datasets).", "name": "fig-05-table2"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Table 2 as bars: ours (mean ± sd over seeds, one colour per model) and the paper's value for the same cell (grey dash; its β-VAE, β-TCVAE and BioAE rows were quoted from Hsu et al. on the real datasets).", "name": "fig-05-table2"}, "image": {"alt": "Grid of bar charts, one row per score (InfoM, InfoE, InfoC) and one column per dataset: our mean score of each model as a coloured bar with its sd over seeds, the paper's value for the same cell as a grey dash; the model colours are in the legend above the grid."}}
 long = bench.scores.melt(id_vars=["dataset", "model", "seed"], value_vars=list(INFOMEC),
                          var_name="score", value_name="value")
 long = long[long["model"].isin(MODELS)]
@@ -313,17 +313,20 @@ long["model"] = long["model"].map(MODEL_LABELS)
 long["dataset"] = long["dataset"].map(DATASET_LABELS)
 long["score"] = long["score"].map(SCORE_LABELS)
 g = sns.catplot(data=long, x="model", y="value", hue="model", col="dataset", row="score",
-                kind="bar", errorbar="sd", height=2.2, aspect=1.15, legend=False,
-                order=[MODEL_LABELS[m] for m in MODELS], hue_order=[MODEL_LABELS[m] for m in MODELS])
+                kind="bar", errorbar="sd", height=plotting.WIDE / (1.15 * len(P.datasets)), aspect=1.15,
+                legend=False, order=[MODEL_LABELS[m] for m in MODELS], hue_order=[MODEL_LABELS[m] for m in MODELS])
 label_to_ds = {v: k for k, v in DATASET_LABELS.items()}
 for (score, ds_label), ax in g.axes_dict.items():
     idx = [SCORE_LABELS[s] for s in INFOMEC].index(score)
     ax.scatter(range(len(MODELS)), [paper.TABLE2[m][label_to_ds[ds_label]][idx] for m in MODELS],
                marker="_", s=300, color=plotting.PAPER_COLOR, zorder=5, label="paper")
-    ax.tick_params(axis="x", rotation=60, labelsize=7)
 g.set_titles("{row_name} | {col_name}")
-g.set(ylim=(0, 1), xlabel="")
-g.axes.flat[0].legend(loc="upper left", fontsize=7)
+g.set(ylim=(0, 1), xlabel="", xticklabels=[])  # the legend names the models by colour
+handles = [plt.Rectangle((0, 0), 1, 1, color=c, label=MODEL_LABELS[m])
+           for m, c in zip(MODELS, sns.color_palette(n_colors=len(MODELS)))]
+handles.append(plt.Line2D([], [], marker="_", ms=14, mew=2, ls="none", color=plotting.PAPER_COLOR, label="paper"))
+g.figure.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(handles), frameon=False,
+                handlelength=1.2, columnspacing=1.0)
 plt.show()
 
 # %% tags=["remove-cell"]
@@ -388,9 +391,9 @@ show = show[["claim", "test", "estimate", "interval", "verdict", "paper"]].renam
     columns={"estimate": "ours (mean difference)", "paper": "paper (difference)"})
 show.style.format({"ours (mean difference)": "{:+.3f}", "paper (difference)": "{:+.2f}"}, na_rep="–").hide(axis="index")
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "AE + ICA minus AE, per dataset and aggregated: the mean over seeds of the paired difference with its 95% t interval (bars; green: holds, red: fails, grey: inconclusive). Grey crosses: the paper's difference for the same cell of Table 2.", "name": "fig-05-verdicts"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "AE + ICA minus AE, per dataset and aggregated: the mean over seeds of the paired difference with its 95% t interval (bars; green: holds, red: fails, grey: inconclusive). Grey crosses: the paper's difference for the same cell of Table 2.", "name": "fig-05-verdicts"}, "image": {"alt": "Three interval plots side by side, one per score (InfoM, InfoE, InfoC), one row per dataset and one for the aggregate: the mean over seeds of AE + ICA minus AE with its 95% interval, coloured by verdict, the paper's difference as a grey cross, and a dashed line at 0."}}
 places = [*P.datasets, "aggregated"]
-fig, axes = plt.subplots(1, 3, figsize=(11, 2.8), sharey=True)
+fig, axes = plt.subplots(1, 3, figsize=(plotting.WIDE, 3.0), sharey=True)
 for ax, s in zip(axes, INFOMEC):
     vs = pd.DataFrame([verdicts[f"ica_vs_ae_{s}_{ds}"] for ds in places])
     plotting.plot_intervals(ax, range(len(places)), vs.estimate, vs.low, vs.high, horizontal=True,
@@ -459,8 +462,8 @@ both = pd.concat({"InfoM": variants.loc[[*P.datasets, "aggregated"], cols_v],
                   "InfoE": var_infoe.loc[[*P.datasets, "aggregated"], cols_v]}, axis=1)
 both.rename(columns=MODEL_LABELS, index=DATASET_LABELS).round(3)
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "NMI between each factor (rows) and each latent (columns) on the held-out images, for the AE and for the same AE after whitening + ICA, on the dataset the heatmap_dataset parameter names, first seed. Latents are sorted by their largest NMI. A modular code has one bright cell per column; a compact code one per row.", "name": "fig-05-nmi"}}
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "NMI between each factor (rows) and each latent (columns) on the held-out images, for the AE and for the same AE after whitening + ICA, on the dataset the heatmap_dataset parameter names, first seed. Latents are sorted by their largest NMI. A modular code has one bright cell per column; a compact code one per row.", "name": "fig-05-nmi"}, "image": {"alt": "Two heatmaps of normalised mutual information, factors as rows and latents as columns sorted by their largest value, for the AE (left) and the same AE after whitening and ICA (right), with one colour bar from 0 to 1."}}
+fig, axes = plt.subplots(1, 2, figsize=(plotting.WIDE, 3.4), sharey=True)
 for ax, m in zip(axes, ["ae", "ae_ica"]):
     nmi = bench.nmi[(ds_heat, m, P.seed)]
     sc = bench.scores.query("dataset == @ds_heat and model == @m and seed == @P.seed").iloc[0]
@@ -469,7 +472,7 @@ for ax, m in zip(axes, ["ae", "ae_ica"]):
                 yticklabels=bench.factor_names[ds_heat], xticklabels=[f"z{j}" for j in order])
     ax.set(title=f"{MODEL_LABELS[m]}: InfoM {sc.infom:.2f}, InfoC {sc.infoc:.2f}",
            xlabel="latent (sorted by max NMI)")
-    ax.tick_params(axis="x", labelsize=7)
+    ax.tick_params(axis="x", rotation=90)
 fig.suptitle(f"{DATASET_LABELS[ds_heat]}, seed {P.seed}: NMI(factor; latent)", y=1.02)
 plt.show()
 
@@ -539,15 +542,15 @@ glue("full_n_train", f"{full_P.n_train:,}")
 # Nothing here shows that the trend continues: a trend over one order of magnitude of steps
 # is no measurement at two more, and only running `full` on a GPU can say.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "The scale trend. Top: aggregated InfoM and InfoE (mean over datasets, then over seeds) of the AE and of AE + ICA against optimiser steps of the same AE runs. Bottom: the paired difference AE + ICA minus AE with its 95% t interval over seeds; the dotted line marks the Table 2 budget.", "name": "fig-05-trend"}}
-fig, axes = plt.subplots(2, 2, figsize=(10, 5.6), sharex=True, layout="constrained")
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "The scale trend. Top: aggregated InfoM and InfoE (mean over datasets, then over seeds) of the AE and of AE + ICA against optimiser steps of the same AE runs. Bottom: the paired difference AE + ICA minus AE with its 95% t interval over seeds; the dotted line marks the Table 2 budget.", "name": "fig-05-trend"}, "image": {"alt": "Four panels against optimiser steps on a log axis. Top: aggregated InfoM and InfoE of the AE and of AE + ICA. Bottom: the paired difference AE + ICA minus AE with its 95% interval; a dotted line marks the Table 2 budget."}}
+fig, axes = plt.subplots(2, 2, figsize=(plotting.WIDE, 5.0), sharex=True, layout="constrained")
 for j, s in enumerate(("infom", "infoe")):
     t = trend[trend["score"] == s]
     ax = axes[0, j]
     ax.plot(t["steps"], t["ae"], "o-", label=MODEL_LABELS["ae"])
     ax.plot(t["steps"], t["ae_ica"], "s-", label=MODEL_LABELS["ae_ica"])
     ax.set(ylabel=SCORE_LABELS[s], title=f"{SCORE_LABELS[s]}, aggregated")
-    ax.legend(fontsize=8)
+    ax.legend()
     ax = axes[1, j]
     plotting.plot_intervals(ax, t["steps"], t["difference"], t["low"], t["high"], fmt="o-", capsize=4, color="k")
     ax.set(xscale="log", xlabel="optimiser steps (epochs)", ylabel=f"Δ{SCORE_LABELS[s]}, AE + ICA − AE")
@@ -619,7 +622,7 @@ results.save(results_path, payload, params=P, profile=profile)
 # :class: dropdown
 # ```
 
-# %% mystnb={"figure": {"caption": "Exercise solution: NMI of AE + ICA on a second dataset (MPI3D unless it is the chapter's heatmap dataset), first seed, latents sorted by their largest NMI.", "name": "fig-05-ex-heatmap"}}
+# %% mystnb={"figure": {"caption": "Exercise solution: NMI of AE + ICA on a second dataset (MPI3D unless it is the chapter's heatmap dataset), first seed, latents sorted by their largest NMI.", "name": "fig-05-ex-heatmap"}, "image": {"alt": "Heatmap of normalised mutual information for AE + ICA on a second dataset, factors as rows and latents as columns sorted by their largest value, with a colour bar from 0 to 1."}}
 other = next(d for d in ["mpi3d", *P.datasets] if d in P.datasets and d != ds_heat)
 nmi = bench.nmi[(other, "ae_ica", P.seed)]
 order = np.argsort(-nmi.max(0))

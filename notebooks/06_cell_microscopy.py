@@ -243,7 +243,7 @@ gene_factors
 # The genes of the paper's Table 3, with their number of guides and the factors each moves
 # in our simulation. {numref}`fig-06-crops` shows what the MAE sees.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Example crops of the simulated screen: one cell per well type (rows: controls, then one well of each gene's first guide) and per batch (columns). DNA blue, RNA/cytoplasm green, membrane/actin red, mitochondria magenta, on one intensity scale. Along a row the batch effects change brightness, background and blur of the same kind of well; down a column the genes' effects are small next to cell-to-cell variation, as in real screens.", "name": "fig-06-crops"}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Example crops of the simulated screen: one cell per well type (rows: controls, then one well of each gene's first guide) and per batch (columns). DNA blue, RNA/cytoplasm green, membrane/actin red, mitochondria magenta, on one intensity scale. Along a row the batch effects change brightness, background and blur of the same kind of well; down a column the genes' effects are small next to cell-to-cell variation, as in real screens.", "name": "fig-06-crops"}, "image": {"alt": "Grid of false-colour microscopy crops of simulated single cells: rows are well types (controls, then one well per gene), columns are batches."}}
 if emb is not None:
     ex = emb["examples"]
     rows_, cols_ = ex["crops"].shape[:2]
@@ -319,8 +319,8 @@ t3[[(m, LABELS[k], src) for m in ("auroc", "sparsity") for k in SETS for src in 
 # paper's numbers are OpenPhenom on RxRx3-core; ours are a small MAE on a simulated screen,
 # so only the *orderings* are comparable, not the values. {numref}`fig-06-table3` draws them.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Table 3 as bars: ours per gene and feature set, with the paper's values as grey ticks at the same positions. Left AUROC (0.5 is chance), right Hoyer sparsity of the guide's effect vector.", "name": "fig-06-table3"}}
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Table 3 as bars: ours per gene and feature set, with the paper's values as grey ticks at the same positions. Left AUROC (0.5 is chance), right Hoyer sparsity of the guide's effect vector.", "name": "fig-06-table3"}, "image": {"alt": "Two grouped bar charts by gene, one bar per feature set (Base, PCA, PCA + ICA, PCA + Rand): AUROC of perturbation against control (left) and Hoyer sparsity of the guide's effect vector (right), with the paper's values as grey ticks."}}
+fig, axes = plt.subplots(1, 2, figsize=(plotting.WIDE, 3.4))
 d = pd.DataFrame(rows)
 for ax, metric in zip(axes, ("auroc", "sparsity")):
     dm = d[d.metric == metric]
@@ -331,11 +331,11 @@ for ax, metric in zip(axes, ("auroc", "sparsity")):
                    color=plotting.PAPER_COLOR, zorder=5, label="paper" if j == 0 else None)
     ax.set(xlabel="", ylabel="AUROC" if metric == "auroc" else "Hoyer sparsity",
            ylim=(0.4 if metric == "auroc" else 0, None))
-    ax.tick_params(axis="x", labelsize=8)
+    ax.set_xticks(ax.get_xticks(), [t.get_text().replace(" (", "\n(") for t in ax.get_xticklabels()])
     handles, names = ax.get_legend_handles_labels()
     ax.get_legend().remove()
-fig.legend(handles, names, loc="upper center", ncol=5, fontsize=9, frameon=False)
-fig.tight_layout(rect=(0, 0, 1, 0.92))
+fig.tight_layout()
+fig.legend(handles, names, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=5, frameon=False)
 plt.show()
 
 # %% [markdown]
@@ -421,8 +421,8 @@ glue("sweep_converged", ("FastICA converged at every k" if not not_conv else
                          "FastICA stopped at its iteration limit for k = " + ", ".join(map(str, not_conv))))
 glue("cap_k", "no cap" if cap is None else f"k = {cap}")
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "The protocol against the number of whitened components k (log scale), on the same MAE embeddings. Top: Table 3's AUROC and sparsity, averaged over genes, per whitened feature set. Bottom left: Table 4's concentration. Bottom right: the paired AUROC differences of the verdicts with their 95% intervals. Dashed: the k the declared rule chose; dotted: the rule's cap of one component per rows_per_component control wells.", "name": "fig-06-components"}}
-fig, axes = plt.subplots(2, 2, figsize=(10, 6.5), sharex=True)
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "The protocol against the number of whitened components k (log scale), on the same MAE embeddings. Top: Table 3's AUROC and sparsity, averaged over genes, per whitened feature set. Bottom left: Table 4's concentration. Bottom right: the paired AUROC differences of the verdicts with their 95% intervals. Dashed: the k the declared rule chose; dotted: the rule's cap of one component per rows_per_component control wells.", "name": "fig-06-components"}, "image": {"alt": "Four line charts against the number of whitened components k on a log axis: mean AUROC and mean Hoyer sparsity per whitened feature set (top), concentration (bottom left), and the paired AUROC differences of the verdicts with 95% intervals (bottom right); dashed and dotted vertical lines mark the chosen k and its cap."}}
+fig, axes = plt.subplots(2, 2, figsize=(plotting.WIDE, 5.6), sharex=True)
 palette = dict(zip(WHITE, sns.color_palette()[1:4]))
 for ax, (col, name) in zip(axes.ravel()[:3], [("auroc", "mean AUROC"), ("sparsity", "mean Hoyer sparsity"),
                                                ("concentration", "concentration (Table 4)")]):
@@ -447,10 +447,12 @@ for ax in axes.ravel():
     ax.axvline(k_rule, color="0.2", ls="--", lw=1)
     if cap is not None and cap <= scores.n_components.max():
         ax.axvline(cap, color="0.2", ls=":", lw=1)
-    ax.legend(fontsize=7)
 for ax in axes[1]:
     ax.set_xlabel("whitened components k")
 fig.tight_layout()
+handles, names = axes[0, 0].get_legend_handles_labels()
+more = axes[1, 1].get_legend_handles_labels()
+fig.legend(handles + more[0], names + more[1], loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
 plt.show()
 
 # %% [markdown]
@@ -592,8 +594,8 @@ if len(trend):
 else:
     glue("trend_moves", "no trend was run (real embeddings, or a single budget)")
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Every claim of the chapter decided again for MAEs trained for more epochs: the paired difference (the first feature set named minus the second) with its 95% interval, against the MAE's training budget. A claim holds where its whole interval lies above 0.", "name": "fig-06-trend"}}
-fig, ax = plt.subplots(figsize=(8.5, 4.2))
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Every claim of the chapter decided again for MAEs trained for more epochs: the paired difference (the first feature set named minus the second) with its 95% interval, against the MAE's training budget. A claim holds where its whole interval lies above 0.", "name": "fig-06-trend"}, "image": {"alt": "Interval plot against the MAE's training epochs on a log axis: each claim's paired difference with its 95% interval as a coloured line, with a line at 0; the legend below names the claims."}}
+fig, ax = plt.subplots(figsize=(plotting.WIDTH, 3.8))
 if len(trend):
     for j, (cid, sub) in enumerate(trend.groupby("claim", sort=False)):
         x = sub.epochs * (1 + 0.025 * (j - 3))
@@ -602,10 +604,11 @@ if len(trend):
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(trend.epochs.unique()), [str(e) for e in sorted(trend.epochs.unique())])
     ax.minorticks_off()
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
 ax.axhline(0, color="0.3", lw=0.8)
 ax.set(xlabel="MAE training epochs", ylabel="paired difference (95% interval)")
 fig.tight_layout()
+if len(trend):
+    fig.legend(*ax.get_legend_handles_labels(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
 plt.show()
 
 # %% [markdown]
