@@ -19,15 +19,7 @@
 # lies on the paper's side, **fails** when it lies on the other side, and is
 # **inconclusive** when it contains the threshold. This page is computed from the chapters'
 # results files when the book is built; nothing on it is typed, so it cannot disagree with
-# the chapters. Each verdict links to the section of its chapter that decides it, where the
-# protocol, the numbers and our reading of any difference from the paper are given.
-#
-# Every claim is declared, before its result, in the registry of claims
-# (`lib/nearid/claims.yaml`): what kind of statement it is, how it is tested, what its
-# interval resamples and the fewest units we accept. Where our setting differs from the
-# paper's (procedural analogues of the disentanglement datasets, a simulated cell screen,
-# small models trained on a CPU), the chapter says so beside the numbers. Profile of this
-# build: {glue:text}`profiles`.
+# the chapters. Profile of this build: {glue:text}`profiles`.
 
 # %% tags=["parameters", "remove-cell"]
 profile = "quick"
@@ -39,12 +31,12 @@ import nearid  # first: it pins the CPU kernels before numpy and torch load (nea
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import seaborn as sns
 from IPython.display import Markdown, display
 
-from nearid.book import plotting, results, scorecard
+from nearid.book import plotting, results, scorecard, summary_figures
 from nearid.book.profiles import READS, resolve
 from nearid.book.results import glue
+from nearid.claims import COUNTED_KINDS
 
 P = resolve("07_summary", profile, overrides)
 plotting.use_style()
@@ -55,8 +47,11 @@ comparison = scorecard.comparison_table(chapter_results)
 counted = scorecard.paper_claims(claims)
 counts = scorecard.verdict_counts(counted)
 by_kind = scorecard.counts_by_kind(claims)
+statements = scorecard.statements(claims)
 missing = [k for k, v in chapter_results.items() if v is None]
 glue("n_claims", len(counted))
+glue("n_statements", int(statements.kind.isin(COUNTED_KINDS).sum()))
+glue("n_folded", int((statements.facets.map(len) > 0).sum()))
 glue("n_other", len(claims) - len(counted))
 glue("profiles", ", ".join(sorted(set(claims.profile))) or "none")
 glue("n_one_training", int((counted.retraining == "not resampled").sum()))
@@ -65,22 +60,46 @@ glue("n_unconverged", int((counted.ica_converged == False).sum()))  # noqa: E712
 for verdict, k in counts.items():
     glue(f"n_{verdict}", k)
 glue("n_numbers", len(comparison))
+glue("n_directional", len(summary_figures.directional_claims(counted)))
 glue("missing", ", ".join(missing) if missing else "none")
+
+# %% [markdown]
+# ## At a glance
+#
+# Of the {glue:text}`n_claims` claims of the paper tested here (its claims in words and the
+# orderings of its tables' numbers), {glue:text}`n_holds` hold, {glue:text}`n_inconclusive`
+# are inconclusive and {glue:text}`n_fails` fail. They make {glue:text}`n_statements`
+# statements: a statement the paper makes for several model pairs or datasets is tested on
+# each, and counted once per pair or dataset. The other {glue:text}`n_other` rows are
+# differences the paper prints as 0, checks of our method and our own hypotheses, shown but
+# not counted. Chapters without results when this page was built: {glue:text}`missing`.
+
+# %% tags=["remove-input"] mystnb={"image": {"alt": "A grid of coloured tiles, one per claim: rows are chapters 01 to 06, the paper's claims on the left and the rows not counted on the right; green tiles with a tick hold, grey tiles with a question mark are inconclusive, orange tiles with a cross fail."}, "figure": {"caption": "Every claim, one tile each, coloured by its verdict. Left: the paper's claims (counted); right: ties, checks of our method and our hypotheses (not counted). The tiles of a statement tested per model pair or per dataset sit side by side; under the tiles, the paper's figure or table; under each chapter, its tally of the paper's claims. The table below names every tile.", "name": "fig-07-claims"}}
+fig = summary_figures.plot_claims_map(claims)
+plt.show()
+
+# %% tags=["remove-input"]
+display(Markdown(scorecard.tallies_markdown(scorecard.chapter_tallies(claims))))
 
 # %% [markdown]
 # ## The claims
 #
-# Of the {glue:text}`n_claims` claims of the paper tested here (its claims in words and
-# the orderings of its tables' numbers), {glue:text}`n_holds` hold,
-# {glue:text}`n_inconclusive` are inconclusive and {glue:text}`n_fails` fail; the other
-# {glue:text}`n_other` rows are ties the paper prints as 0, checks of our method and our own
-# hypotheses, listed after them and not counted. Chapters without results when this page
-# was built: {glue:text}`missing`.
+# One row per statement, grouped by kind, in the order of the chapters and of the paper's
+# figures and tables, each declared before its result in the registry of claims
+# (`lib/nearid/claims.yaml`). The verdict comes first and links to the section of its
+# chapter that decides it, where the protocol, the numbers and our reading of any difference
+# from the paper are given (including where our setting differs from the paper's:
+# procedural analogues of the disentanglement datasets, a simulated cell screen, small
+# models trained on a CPU). A statement tested per model pair or per dataset
+# ({glue:text}`n_folded` of them) has one verdict per pair or dataset. "ours" is our estimate
+# with its 95% interval, rounded to the decimal the interval's width sets (one below its
+# leading digit); "paper" is the paper's number for the same quantity. Under each table, a
+# dropdown gives each row's test, minimum detectable effect and number of units.
 #
-# "paper" is the paper's number for the same quantity where it prints one; "ours" is our
-# estimate, with its 95% interval. "test" says how the interval is read, as the registry
-# declares: "> 0" (higher: the interval above 0), "> −m" (comparable: not below −m,
-# non-inferiority) or "within ±m" (the same: inside ±m, equivalence). "MDE" is the smallest true effect the design would detect
+# :::{dropdown} How to read test, MDE and n
+# "test" says how the interval is read, as the registry declares: "> 0" (higher: the
+# interval above 0), "> −m" (comparable: not below −m, non-inferiority) or "within ±m" (the
+# same: inside ±m, equivalence). "MDE" is the smallest true effect the design would detect
 # with 80% power, read off the interval: an inconclusive verdict with a large MDE says "too
 # few units to tell", one with a small MDE "close to the threshold". "n" counts the units the
 # interval resamples; "below" flags fewer than the registry's minimum, and "one training"
@@ -89,6 +108,7 @@ glue("missing", ", ".join(missing) if missing else "none")
 # {glue:text}`n_below_min` below their declared minimum); "FastICA unconverged" flags a
 # verdict that rests on a FastICA fit that stopped at its iteration cap
 # ({glue:text}`n_unconverged` of the counted claims).
+# :::
 
 # %% tags=["remove-input"]
 display(Markdown(scorecard.to_markdown(claims)))
@@ -97,19 +117,16 @@ display(Markdown(scorecard.to_markdown(claims)))
 # ## Every number of Tables 1-4, ours against the paper's
 #
 # {numref}`fig-07-tables` puts each of the {glue:text}`n_numbers` numbers of the paper's
-# Tables 1-4 that a chapter measured beside the paper's value. Points on the diagonal agree;
-# the chapters explain the distance from it (smaller models, procedural or simulated data,
-# CPU budgets).
+# Tables 1-4 that a chapter measured beside the paper's value, one panel per direction of
+# "better": points on the grey diagonal agree, and in the errors' panel a point below it is
+# better than the paper's, in the others a point above it. The chapters explain the distance
+# from it (smaller models, procedural or simulated data, CPU budgets). The last panel shows
+# the {glue:text}`n_directional` claims of the paper that say one number is higher than
+# another, our difference against the paper's, by verdict; the claims tested as "the same"
+# or "in the paper's range" are in {numref}`fig-07-claims` and the tables above.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Ours against the paper's, for every number of Tables 1-4 a chapter measured (Table 1: alignment errors; Table 2: InfoM, InfoE, InfoC; Table 3: AUROC and sparsity; Table 4: concentration). The grey line is equality.", "name": "fig-07-tables"}}
-fig, ax = plt.subplots(figsize=(5.6, 5.2))
-if len(comparison):
-    sns.scatterplot(data=comparison, x="paper", y="ours", hue="table", style="table", s=40, ax=ax)
-    lo = min(comparison.paper.min(), comparison.ours.min(), 0.0)
-    hi = max(comparison.paper.max(), comparison.ours.max(), 1.0)
-    ax.plot([lo, hi], [lo, hi], color=plotting.PAPER_COLOR, lw=1, zorder=0)
-    ax.set(xlim=(lo, hi), ylim=(lo, hi))
-ax.set(xlabel="the paper's number", ylabel="ours", aspect="equal")
+# %% tags=["remove-input"] mystnb={"image": {"alt": "Four scatter plots of our numbers against the paper's: Table 1's alignment errors, the scores of Tables 2 to 4, Table 1's ICA efficiency with the paper's range shaded, and the claims saying one number is higher than another, our difference with its interval against the paper's, marked by verdict."}, "figure": {"caption": "Ours against the paper's, one direction of \"better\" per panel. Top left: Table 1's alignment errors (lower is better), by family. Top right: Table 2's InfoM, InfoE, InfoC, Table 3's AUROC and sparsity and Table 4's concentration (higher is better). Bottom left: Table 1's ICA efficiency, the share of the permutation-rigid gap ICA closes (higher is better; shaded: the paper's range). Bottom right: each claim saying one number is higher than another, our difference (95% interval) against the paper's, marked by verdict; above the dashed line is the paper's side. The grey line is equality.", "name": "fig-07-tables"}}
+fig = summary_figures.plot_ours_vs_paper(comparison, claims)
 plt.show()
 
 # %% tags=["remove-cell"]

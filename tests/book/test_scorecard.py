@@ -38,7 +38,7 @@ def test_tables_counts_and_markdown():
                                                 "hypothesis": {"holds": 0, "inconclusive": 1, "fails": 0}}
     md = scorecard.to_markdown(claims)
     assert md.index("Orderings of numbers in the paper") < md.index("Our own hypotheses"), "paper's kinds first"
-    assert "x \\| y" in md and "{ref}`inconclusive <ch04-verdict>`" in md and "[0, 0.2]" in md
+    assert "x \\| y" in md and "{ref}`inconclusive <ch04-verdict>`" in md and "0.10 [0.00, 0.20]" in md
     assert "| 9 |" in md and "| 3 (below 5) |" in md and "| > 0 |" in md
     res = _results()
     res["04_alignment"]["verdicts"]["order_cnn_widths_rigid_linear"]["ica_converged"] = False
@@ -93,3 +93,89 @@ def test_units_table_groups_verdicts_by_chapter_and_unit():
     md = scorecard.units_markdown(scorecard.claims_table(_results()))
     assert md.count("\n") == 3  # header, rule and one row per (chapter, unit)
     assert "| 1 | 9 |" in md and "| 1 | 3 |" in md
+
+
+@pytest.mark.parametrize(("low", "high", "decimals"), [
+    (0.025, 0.039, 3),  # width 0.014: leading digit in the hundredths, one more
+    (0.0, 0.6, 2), (-1.17, 4.18, 1), (100.0, 130.0, 0), (100.0, 400.0, -1),
+    (-1.2e-5, 3.0e-5, 6),
+    (0.1, 0.1, None), (0.2, 0.1, None), (float("-inf"), 0.3, None), (None, 0.3, None),
+])
+def test_interval_decimals_follow_the_leading_digit_of_the_width(low, high, decimals):
+    assert scorecard.interval_decimals(low, high) == decimals
+
+
+def test_numbers_are_rounded_where_their_interval_says():
+    fmt = scorecard.format_estimate
+    assert fmt(0.03229, 0.02516, 0.03942) == ("0.032", "[0.025, 0.039]")
+    assert fmt(1.506, -1.1715, 4.1838) == ("1.5", "[-1.2, 4.2]")
+    assert fmt(350.4, 100.2, 420.9) == ("350", "[100, 420]")
+    assert fmt(-0.0027, -0.00999, 0.0044) == ("-0.003", "[-0.010, 0.004]")
+    assert fmt(-0.0004, -0.06, 0.07) == ("0.00", "[-0.06, 0.07]"), "no negative zero"
+    # beyond four decimals: mantissa and exponent, to the same decimal place
+    assert fmt(9.4e-6, -1.16e-5, 3.0e-5) == ("9e-6", "[-1.2e-5, 3.0e-5]")
+    # no interval to read: three significant digits, and an interval that cannot be written
+    assert fmt(0.123456, float("nan"), 0.2) == ("0.123", "–")
+    assert fmt(0.123456, 0.1, 0.1) == ("0.123", "[0.1, 0.1]")
+    assert fmt(0.5, float("-inf"), float("inf")) == ("0.5", "[-inf, inf]"), "an interval from a single unit"
+    assert scorecard.format_at(None, 2) == "–" and scorecard.format_at(float("nan"), 2) == "–"
+
+
+def test_split_facet_finds_the_model_pair_or_the_dataset():
+    split = scorecard.split_facet
+    assert split("Pythia-160M-0 -> Pythia-160M-1: the ica map leaves a larger error (Table 1 ordering ICA > rigid)") \
+        == ("the ica map leaves a larger error (Table 1 ordering ICA > rigid)", "Pythia-160M-0 -> Pythia-160M-1")
+    assert split("AE + ICA's InfoC is higher than the AE's (Falcor3D)") == ("AE + ICA's InfoC is higher than the AE's",
+                                                                          "Falcor3D")
+    assert split("Figure A.6: in digit-specific models the rigid error rises") \
+        == ("Figure A.6: in digit-specific models the rigid error rises", None), "a figure is not a subject"
+    assert scorecard.short_facet("ResNet-18-fc-1 -> ResNet-18-fc-2") == "ResNet"
+    assert scorecard.short_facet("mean over datasets") == "mean"
+
+
+def _per_dataset_results():
+    """Chapter 05's shape: one claim per dataset (two of them ties), and one claim that only
+    shares the trailing parenthesis with another."""
+    def rec(text, verdict="holds"):
+        return claim(Verdict(0.1, 0.05, 0.15, verdict, 5, "t"), text, section="ch05-verdict", paper=0.1)
+
+    return {"05_disentanglement": {"profile": "quick", "verdicts": {
+        "ica_vs_ae_infom_aggregated": rec("AE + ICA's InfoM is higher than the AE's (mean over datasets)"),
+        "ica_vs_ae_infom_falcor3d": rec("AE + ICA's InfoM is higher than the AE's (Falcor3D)", "fails"),
+        "ica_vs_ae_infom_shapes3d": rec("AE + ICA's InfoM is higher than the AE's (Shapes3D)", "inconclusive"),
+        "ica_vs_ae_infoe_falcor3d": rec("AE + ICA's InfoE equals the AE's within the declared margin (Falcor3D)"),
+        "ica_vs_beta_vae_infom_aggregated": rec("AE + ICA's InfoM is comparable to β-VAE's (mean over datasets)"),
+    }}}
+
+
+def test_claims_per_dataset_fold_into_one_statement():
+    claims = scorecard.claims_table(_per_dataset_results())
+    st = scorecard.statements(claims)
+    assert len(st) == 3, "three InfoM rows fold; the tie (another kind) and the comparison stay apart"
+    folded = st[st.facets.map(len) > 0].iloc[0]
+    assert folded.text == "AE + ICA's InfoM is higher than the AE's" and folded.kind == "paper_number"
+    assert folded.facets == ("Falcor3D", "Shapes3D", "mean"), "the mean over datasets comes last"
+    assert [claims.claim_id[i] for i in folded.rows] == ["ica_vs_ae_infom_falcor3d", "ica_vs_ae_infom_shapes3d",
+                                                         "ica_vs_ae_infom_aggregated"]
+    assert list(st.kind) == ["paper_claim", "paper_number", "paper_tie"], "the paper's claims first"
+    assert set(st.ref) == {"Table 2"}
+    md = scorecard.to_markdown(claims)
+    row = next(line for line in md.splitlines() if "is higher than the AE's" in line)
+    assert row.index("✗") < row.index("?") < row.index("✓") < row.index("AE + ICA"), \
+        "the verdict column comes first, one chip per dataset in the facets' order"
+    assert "{ref}`Falcor3D <ch05-verdict>`: ours" in row and row.count("<br>") == 3
+    assert md.count("::::{dropdown}") == 3 and "`ica_vs_ae_infom_falcor3d`" in md
+    assert md.count(":::{table}") == 6 and ":name: tbl-07-paper-number" in md
+    assert "profile" not in md
+
+
+def test_chapter_tallies_count_the_papers_claims_per_chapter():
+    res = {**_results(), **_per_dataset_results()}
+    tallies = scorecard.chapter_tallies(scorecard.claims_table(res))
+    assert list(tallies.chapter) == ["04_alignment", "02_isometric_dgp", "05_disentanglement", "all"]
+    got = tallies.set_index("chapter")[["holds", "inconclusive", "fails", "other"]].to_dict(orient="index")
+    assert got["05_disentanglement"] == {"holds": 2, "inconclusive": 1, "fails": 1, "other": 1}
+    assert got["02_isometric_dgp"] == {"holds": 0, "inconclusive": 0, "fails": 0, "other": 1}
+    assert got["all"] == {"holds": 2, "inconclusive": 2, "fails": 1, "other": 2}
+    md = scorecard.tallies_markdown(tallies)
+    assert "| 05 disentanglement | 2 | 1 | 1 | 1 |" in md and "| **all** | **2** | **2** | **1** | 2 |" in md

@@ -5,6 +5,11 @@ Each chapter saves ``verdicts`` (one record per claim it tests, built with
 and, for Tables 1-4, ``paper_comparison`` (our number beside the paper's). The summary page
 only reads and arranges them, so it cannot disagree with the chapters: change a chapter's
 JSON and the page follows on the next build.
+
+The page shows each verdict as a chip (glyph on a colour-blind-safe colour) that links to
+the chapter section deciding it, folds a claim tested per model pair or per dataset into one
+statement (:func:`statements`), and rounds every estimate and interval to the decimal its
+interval's width sets (:func:`format_estimate`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -81,18 +87,69 @@ def comparison_table(results: dict[str, dict | None]) -> pd.DataFrame:
     return df.dropna(subset=["ours", "paper"]).reset_index(drop=True)
 
 
+def _missing(v) -> bool:
+    """None or NaN (an infinite end of an interval is a value: an interval from one unit)."""
+    return v is None or (not isinstance(v, str) and bool(pd.isna(v)))
+
+
 def _number(v) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+    """A number as the paper prints it (three significant digits, no trailing zeros)."""
+    if _missing(v):
         return "–"
     if isinstance(v, str):
         return v
     return f"{v:.3g}"
 
 
-def _interval(low, high) -> str:
-    if any(x is None or (isinstance(x, float) and not math.isfinite(x)) for x in (low, high)):
+# ---------------------------------------------------------------------- numbers by their interval
+def interval_decimals(low, high) -> int | None:
+    """The decimal place an estimate and its interval are rounded to: one below the leading
+    digit of the interval's width (width 0.014 -> 3 decimals, 0.6 -> 2, 5.4 -> 1, 30 -> 0,
+    300 -> -1, i.e. tens). Digits beyond it are noise the interval already declares. None
+    where the interval has no finite, positive width (then numbers keep three significant
+    digits)."""
+    if _missing(low) or _missing(high):
+        return None
+    width = float(high) - float(low)
+    if not math.isfinite(width) or width <= 0:
+        return None
+    return 1 - math.floor(math.log10(width))
+
+
+SCIENTIFIC_BEYOND = 4  # more decimals than this: write mantissa and exponent instead
+
+
+def format_at(value, decimals: int | None) -> str:
+    """``value`` rounded to ``decimals`` (:func:`interval_decimals`): fixed point up to
+    :data:`SCIENTIFIC_BEYOND` decimals ("0.032", "1.5", "30", "300"), scientific beyond, with
+    as many mantissa digits as reach the same decimal place ("9e-6", "-1.2e-5"); "–" for a
+    missing value, three significant digits where ``decimals`` is None."""
+    if _missing(value):
         return "–"
-    return f"[{low:.3g}, {high:.3g}]"
+    v = float(value)
+    if math.isinf(v):
+        return "-inf" if v < 0 else "inf"
+    if decimals is None:
+        return f"{v:.3g}"
+    rounded = round(v, decimals)
+    if rounded == 0:
+        return f"{0:.{decimals}f}" if 0 < decimals <= SCIENTIFIC_BEYOND else "0"
+    if decimals <= 0:
+        return f"{rounded:.0f}"
+    if decimals <= SCIENTIFIC_BEYOND:
+        return f"{rounded:.{decimals}f}"
+    exponent = math.floor(math.log10(abs(rounded)))
+    mantissa, _, power = f"{rounded:.{max(exponent + decimals, 0)}e}".partition("e")
+    return f"{mantissa}e{int(power)}"
+
+
+def format_estimate(estimate, low, high) -> tuple[str, str]:
+    """``("0.032", "[0.025, 0.039]")``: the estimate and its 95% interval, all three rounded to
+    the decimal place the interval's width sets (:func:`interval_decimals`)."""
+    d = interval_decimals(low, high)
+    if _missing(low) or _missing(high):
+        return format_at(estimate, d), "–"
+    return format_at(estimate, d), f"[{format_at(low, d)}, {format_at(high, d)}]"
 
 
 def kind_order() -> list[str]:
@@ -104,7 +161,7 @@ def kind_order() -> list[str]:
 
 def _n_cell(r) -> str:
     """n, flagged when below the declared minimum or when one training stands behind it."""
-    if r.n is None or (isinstance(r.n, float) and not math.isfinite(r.n)):
+    if _missing(r.n):
         return "–"
     flags = []
     if r.min_n is not None and not pd.isna(r.min_n) and r.n < r.min_n:
@@ -125,29 +182,230 @@ def test_mark(test: str | None, margin: float | None) -> str:
     return {"superiority": f"> {m:g}", "non_inferiority": f"> −{m:g}", "equivalence": f"within ±{m:g}"}[test]
 
 
+# ---------------------------------------------------------------------- statements: claims folded
+# A claim decided once per model pair ("Pythia-160M-0 -> Pythia-160M-1: ...") or per dataset
+# ("... (Falcor3D)") is one statement of the paper tested on several subjects: the summary
+# shows it once, with one verdict per subject, so a chapter that splits finely does not
+# fill the page.
+_PAIR_FACET = re.compile(r"^(?P<facet>[^:]+? -> [^:]+?): (?P<base>.+)$")
+_TRAILING_FACET = re.compile(r"^(?P<base>.+?) \((?P<facet>[^()]+)\)$")
+
+
+def split_facet(text: str) -> tuple[str, str | None]:
+    """("the statement", "the subject it is tested on") for a claim's text: a leading model
+    pair "A -> B: " or a trailing parenthesis "(Shapes3D)"; (text, None) for neither."""
+    for pattern in (_PAIR_FACET, _TRAILING_FACET):
+        m = pattern.match(str(text))
+        if m:
+            return m["base"], m["facet"]
+    return str(text), None
+
+
+def short_facet(facet: str) -> str:
+    """"Pythia-160M-0 -> Pythia-160M-1" -> "Pythia", "mean over datasets" -> "mean": the
+    subject's first word, which tells the subjects of one statement apart."""
+    return re.split(r"[-\s]", facet.strip(), maxsplit=1)[0] or facet
+
+
+def _ref_key(where: str | None) -> tuple[int, int, int, str]:
+    """Sort key for the paper's reference: "Figure 2" < "Figure A.3" < "Table 1" < none."""
+    if not where:
+        return (2, 0, 0, "")
+    m = re.match(r"(Figure|Table)\s+(A\.)?(\d+)", where)
+    if not m:
+        return (1, 1, 10**6, where)
+    return (0 if m[1] == "Figure" else 1, int(bool(m[2])), int(m[3]), "")
+
+
+def paper_ref(claim_id: str) -> str | None:
+    """Where the paper makes the claim, shortened to its figure or table ("Figure A.6",
+    "Table 1"); None for a claim the paper does not make (a check, a hypothesis)."""
+    from nearid import claims as registry
+
+    entry = registry.registry().get(claim_id)
+    where = (entry.paper or {}).get("where") if entry else None
+    if not where:
+        return None
+    m = re.match(r"(Figure|Table)\s+A?\.?\d+", where)
+    return m[0] if m else where.split(",")[0]
+
+
+STATEMENT_COLUMNS = ["kind", "chapter", "text", "facets", "rows", "ref"]
+
+
+def statements(claims: pd.DataFrame) -> pd.DataFrame:
+    """One row per statement: the claims of one chapter and kind whose texts differ only in
+    the subject (:func:`split_facet`) folded together, with ``facets`` (short subject names,
+    "mean ..." last; empty for an unfolded claim) and ``rows`` (positions in ``claims``, in
+    the facets' order). Ordered as the summary shows them: kind (:func:`kind_order`), chapter,
+    then the paper's figures and tables in their order (:func:`paper_ref`)."""
+    order = {k: i for i, k in enumerate(kind_order())}
+    chapters = list(dict.fromkeys(claims["chapter"]))
+    groups: dict[tuple, list[int]] = {}
+    split = [split_facet(t) for t in claims["claim"]]
+    counts: dict[tuple, int] = {}
+    for i, (base, facet) in enumerate(split):
+        if facet is not None:
+            key = (claims["chapter"].iat[i], claims["kind"].iat[i], base)
+            counts[key] = counts.get(key, 0) + 1
+    for i, (base, facet) in enumerate(split):
+        key = (claims["chapter"].iat[i], claims["kind"].iat[i], base)
+        if facet is None or counts.get(key, 0) < 2:
+            key = (*key[:2], str(claims["claim"].iat[i]), i)  # not folded: the claim alone
+        groups.setdefault(key, []).append(i)
+    rows = []
+    for key, members in groups.items():
+        folded = len(key) == 3
+        if folded:
+            members = sorted(members, key=lambda i: split[i][1].startswith("mean"))  # stable
+            short = [short_facet(split[i][1]) for i in members]
+            facets = short if len(set(short)) == len(short) else [split[i][1] for i in members]
+        else:
+            facets = []
+        first = members[0]
+        ref = paper_ref(claims["claim_id"].iat[first])
+        rows.append({"kind": key[1], "chapter": key[0], "text": key[2], "facets": tuple(facets),
+                     "rows": tuple(members), "ref": ref,
+                     "_order": (order.get(key[1], len(order)), chapters.index(key[0]), _ref_key(ref), first)})
+    out = pd.DataFrame(rows, columns=[*STATEMENT_COLUMNS, "_order"])
+    out = out.iloc[sorted(range(len(out)), key=lambda i: out["_order"].iat[i])]
+    return out.drop(columns="_order").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------- verdicts as the page shows them
+VERDICT_GLYPHS = {"holds": "✓", "inconclusive": "?", "fails": "✗"}
+# Okabe & Ito's colour-blind-safe palette: bluish green, grey, vermillion (black text reads on each).
+VERDICT_COLORS = {"holds": "#009E73", "inconclusive": "#BBBBBB", "fails": "#D55E00"}
+
+
+def verdict_chip(verdict: str) -> str:
+    """The verdict's glyph on its colour, as inline HTML (the colour is never the only cue)."""
+    color = VERDICT_COLORS.get(verdict, "#FFFFFF")
+    glyph = VERDICT_GLYPHS.get(verdict, "·")
+    return (f'<span style="display:inline-block;min-width:1.4em;text-align:center;border-radius:0.25em;'
+            f'background:{color};color:#000;font-weight:700" title="{verdict}">{glyph}</span>')
+
+
+def verdict_cell(verdict: str, section: str, label: str | None = None) -> str:
+    """The chip and a link to the section that decides the claim (its text: the verdict, or
+    the subject for a folded statement)."""
+    return f'{verdict_chip(verdict)} {{ref}}`{label or verdict} <{section}>`'
+
+
+def numbers_text(r) -> str:
+    """"ours 0.033 [0.025, 0.039], paper 0.052" for one claim (no paper part where the paper
+    prints no number)."""
+    ours = _nowrap(" ".join(format_estimate(r.ours, r.low, r.high)))
+    return f"ours {ours}" + ("" if _missing(r.paper) else f", paper {_nowrap(_number(r.paper))}")
+
+
+def legend_markdown() -> str:
+    """One line that says what the chips mean."""
+    return " · ".join(f"{verdict_chip(v)} {v}" for v in VERDICT_ORDER)
+
+
+def _nowrap(text: str) -> str:
+    return f'<span style="white-space:nowrap">{text}</span>'
+
+
+def _escape(text) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def _table(caption: str, name: str, header: str, align: str, lines: list[str]) -> str:
+    """A MyST table directive: captioned, so the book numbers it, and named for {numref}."""
+    return f":::{{table}} {caption}\n:name: {name}\n\n{header}\n{align}\n" + "\n".join(lines) + "\n:::"
+
+
+def _claims_lines(claims: pd.DataFrame, stmts: pd.DataFrame) -> list[str]:
+    """One table line per statement, in two columns so a phone shows both: the verdict, and
+    the statement with its numbers under it. A folded statement shows one chip per subject
+    in the verdict column and, under the statement, one line per subject: its chip, its
+    name (linked), its numbers."""
+    small = '<span style="font-size:0.9em">'
+    lines = []
+    for s in stmts.itertuples():
+        rs = [claims.iloc[i] for i in s.rows]
+        text = f"{rs[0].chapter[:2]} · {_escape(s.text)}"
+        if s.facets:
+            verdict = " ".join(verdict_chip(r.verdict) for r in rs)
+            numbers = "<br>".join(f"{verdict_cell(r.verdict, r.section, f)}: {numbers_text(r)}"
+                                  for r, f in zip(rs, s.facets))
+        else:
+            verdict = verdict_cell(rs[0].verdict, rs[0].section)
+            numbers = numbers_text(rs[0])
+        lines.append(f"| {verdict} | {text}<br>{small}{numbers}</span> |")
+    return lines
+
+
+def _detail_lines(claims: pd.DataFrame, stmts: pd.DataFrame) -> list[str]:
+    """One line per claim, folded ones unfolded, in the order of ``stmts``: its chip, its id
+    in the registry, how its interval is read, its MDE (rounded as its interval) and n."""
+    lines = []
+    for s in stmts.itertuples():
+        for i in s.rows:
+            r = claims.iloc[i]
+            d = interval_decimals(r.low, r.high)
+            lines.append(f"| {verdict_chip(r.verdict)} | `{r.claim_id}` | {test_mark(r.test, r.margin)} | "
+                         f"{format_at(r.mde, d)} | {_n_cell(r)} |")
+    return lines
+
+
 def to_markdown(claims: pd.DataFrame) -> str:
-    """The claims as MyST tables, one per kind (a bold caption with its tally above each);
-    each verdict links to the chapter section deciding it."""
+    """The claims as MyST tables, one per kind, each captioned with its tally and narrow
+    enough for a phone: the verdict first (a coloured chip and a link to the chapter section
+    deciding it), then the statement with our estimate, its 95% interval and the paper's
+    number under it; a claim decided per model pair or per dataset is one row with one
+    verdict per subject (:func:`statements`). Each table's test, MDE and n, claim by claim,
+    sit in a collapsed dropdown under it."""
     from nearid.claims import KINDS
 
-    blocks = []
+    stmts = statements(claims)
+    blocks = [legend_markdown()]
     for kind in kind_order():
-        sub = claims[claims["kind"] == kind]
+        sub = stmts[stmts["kind"] == kind]
         if sub.empty:
             continue
-        tally = verdict_counts(sub)
+        tally = verdict_counts(claims[claims["kind"] == kind])
         caption = KINDS.get(kind, "claims missing from the registry")
-        blocks.append(f"**{caption[0].upper()}{caption[1:]}**: " + ", ".join(
-            f"{k} {word}" for word, k in tally.items() if k) + ".")
-        lines = ["| chapter | claim | paper | ours | test | 95% interval | MDE | n | verdict |",
-                 "| --- | --- | ---: | ---: | --- | --- | ---: | ---: | --- |"]
-        for r in sub.itertuples():
-            claim = str(r.claim).replace("|", "\\|")
-            lines.append(f"| {chapter_title(r.chapter)} | {claim} | {_number(r.paper)} | {_number(r.ours)} | "
-                         f"{test_mark(r.test, r.margin)} | {_interval(r.low, r.high)} | {_number(r.mde)} | "
-                         f"{_n_cell(r)} | {{ref}}`{r.verdict} <{r.section}>` |")
-        blocks.append("\n".join(lines))
+        title = f"{caption[0].upper()}{caption[1:]}"
+        said = ", ".join(f"{k} {word}" for word, k in tally.items() if k)
+        blocks.append(_table(f"{title}: {said}.", f"tbl-07-{kind.replace('_', '-')}",
+                             "| verdict | claim, ours [95% interval], the paper's number |", "| :-- | :-- |",
+                             _claims_lines(claims, sub)))
+        detail = _table(f"{title}: the test, MDE and n of each row.", f"tbl-07-{kind.replace('_', '-')}-detail",
+                        "| | claim (registry id) | test | MDE | n |", "| :-- | :-- | :-- | --: | :-- |",
+                        _detail_lines(claims, sub))
+        blocks.append(f"::::{{dropdown}} Test, MDE and n of each row\n{detail}\n::::")
     return "\n\n".join(blocks)
+
+
+def chapter_tallies(claims: pd.DataFrame) -> pd.DataFrame:
+    """Per chapter: how many of the paper's claims hold, are inconclusive, fail (the counted
+    kinds, :func:`paper_claims`), and how many other rows it decides (ties, checks of the
+    method, hypotheses); a last row "all" sums them."""
+    counted = paper_claims(claims)
+    rows = []
+    for chapter in dict.fromkeys(claims["chapter"]):
+        mine = counted[counted["chapter"] == chapter]
+        rows.append({"chapter": chapter, **verdict_counts(mine),
+                     "other": int((claims["chapter"] == chapter).sum() - len(mine))})
+    out = pd.DataFrame(rows, columns=["chapter", *VERDICT_ORDER, "other"])
+    total = {"chapter": "all", **{c: int(out[c].sum()) for c in [*VERDICT_ORDER, "other"]}}
+    return pd.concat([out, pd.DataFrame([total])], ignore_index=True)
+
+
+def tallies_markdown(tallies: pd.DataFrame) -> str:
+    """:func:`chapter_tallies` as a captioned MyST table, the verdict columns headed by their chips."""
+    head = " | ".join(verdict_chip(v) for v in VERDICT_ORDER)
+    lines = []
+    for r in tallies.itertuples():
+        name = "**all**" if r.chapter == "all" else chapter_title(r.chapter)
+        cells = [f"**{getattr(r, v)}**" if r.chapter == "all" else str(getattr(r, v)) for v in VERDICT_ORDER]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {r.other} |")
+    caption = ("The paper's claims per chapter that hold (✓), are inconclusive (?) and fail (✗); \"other\": "
+               "ties, checks of our method and our hypotheses, not counted.")
+    return _table(caption, "tbl-07-tallies", f"| chapter | {head} | other |", "| :-- | --: | --: | --: | --: |", lines)
 
 
 def verdict_counts(claims: pd.DataFrame) -> dict[str, int]:
@@ -191,10 +449,11 @@ def units_markdown(claims: pd.DataFrame) -> str:
 def history_markdown(history: pd.DataFrame) -> str:
     """The appendix's table of earlier protocols (:func:`nearid.claims.history_rows` plus
     ``verdict_now``) as a MyST table narrow enough for the page: claim, when it changed, the
-    protocol then and its verdict, and today's verdict (today's protocol is in the chapter)."""
-    lines = ["| claim | changed in | protocol then | verdict then | verdict now |",
-             "| --- | --- | --- | --- | --- |"]
+    verdict then and now (today's with its chip), and the protocol then (today's protocol is
+    in the chapter)."""
+    lines = ["| claim | changed in | verdict then, now | protocol then |", "| --- | --- | --- | --- |"]
     for r in history.itertuples():
-        lines.append(f"| `{r.claim_id}` ({chapter_title(r.chapter)}) | {r.until} | {r.protocol_then} | "
-                     f"{r.verdict_then} | {r.verdict_now} |")
+        now = f"{verdict_chip(r.verdict_now)} {r.verdict_now}" if r.verdict_now in VERDICT_GLYPHS else r.verdict_now
+        lines.append(f"| `{r.claim_id}` ({chapter_title(r.chapter)}) | {r.until} | then {r.verdict_then};<br>"
+                     f"now {now} | {r.protocol_then} |")
     return "\n".join(lines)
