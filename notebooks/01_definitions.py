@@ -49,6 +49,7 @@ from nearid.book.profiles import resolve
 from nearid.book.results import glue
 from nearid.data import toy
 from nearid.experiments import ch01_definitions
+from nearid.tasks import run_tasks
 
 P = resolve("01_definitions", profile, overrides)
 nearid.setup(P.seed)
@@ -270,9 +271,11 @@ plt.show()
 # {prf:ref}`thm-ica` relies on), not claims the paper tests; the summary lists them apart from
 # the paper's claims.
 
+# %%
+tasks = ch01_definitions.plan(P)  # one seeded FastICA fit per (source, sample size, repeat)
+sweep = ch01_definitions.collect(run_tasks(tasks, executor=P.executor, scheduler=P.scheduler))
+
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Amari distance between whitening + FastICA's unmixing and the true mixing (0 = a signed permutation), against the sample size, per source distribution (mean and sd over repeats).", "name": "fig-01-ica"}, "image": {"alt": "Line chart on log-log axes: Amari distance between the unmixing found by whitening and FastICA and the true mixing, against the sample size, one line with a shaded band (mean and sd over repeats) per source distribution."}}
-sweep = ch01_definitions.ica_amari_sweep(sample_sizes=S["ica_sample_sizes"], sources=P.ica_sources,
-                                         dim=P.ica_dim, repeats=S["ica_repeats"], seed=P.seed)
 fig, ax = plt.subplots(figsize=(plotting.WIDTH, 4.0))
 sns.lineplot(data=sweep, x="n", y="amari", hue="source", marker="o", errorbar="sd", ax=ax)
 ax.set(xscale="log", yscale="log", xlabel="sample size $n$",

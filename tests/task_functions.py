@@ -91,3 +91,14 @@ def sleepy(*, seconds: float, mb: int = 0, max_steps: int | None = None, per_ste
     block = np.ones(mb * 131072) if mb else None  # mb MiB of float64
     time.sleep(seconds + per_step * (max_steps or 0))
     return float(block.sum()) if block is not None else 0.0
+
+
+_WARM = set()
+
+
+def cold_start(*, seconds: float, first: float) -> float:
+    """Sleeps ``seconds``, plus ``first`` the first time a process calls it (a lazy import)."""
+    extra = 0.0 if "cold_start" in _WARM else first
+    _WARM.add("cold_start")
+    time.sleep(seconds + extra)
+    return seconds

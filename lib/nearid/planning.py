@@ -17,12 +17,61 @@ steps, so that cheap steps are not lost in timer noise). Three runs separate thr
 A kind's estimate is ``once + sum over its tasks of (setup + steps * per_step)``, one process
 running them one after another: divide by the number of workers for a pool or a cluster
 (the tasks are independent). A task without ``steps`` (or whose function takes no
-``max_steps``) is run once whole and counted at that time for each task of its kind. Peak
+``max_steps``) is run whole and counted at that time for each task of its kind; when that
+run took less than ``WARM_RERUN`` seconds it is run a second time, and the difference is
+its ``once`` (a first FastICA fit in a process pays for scikit-learn's lazy imports: counted
+per task, that cost would dominate a kind of many small fits). Peak
 memory is the peak resident set size of that process (``VmHWM``), and on a GPU
 ``torch.cuda.max_memory_allocated``: what each worker needs, not the sum.
 
-Estimates come from the machine it runs on, under its current load; they cover the tasks
-only, not the chapter's own cells (its figures, its alignment of the trained models, ...).
+A chapter's own cells do work outside its tasks: they align, probe, classify and bootstrap
+the trained models' outputs in the kernel, one process, while a pool's workers (or a GPU)
+wait. An experiment module may list that work too, with ``evaluation_plan(P) ->
+list[Task]``: tasks that run the chapter's evaluation at its full shape (the same functions
+on data of the same size; where the outputs of trained models are needed, stand-ins of
+their shape). They are timed like the chapter's tasks and reported apart (``stage``
+"evaluation"), because they do not spread over workers. An expensive evaluation declares
+its units of work as ``steps`` (fits, folds, grid points) and takes ``max_steps`` (run only
+the first k units): ``nearid plan`` then times k1 and k2 units and scales up to all of
+them, as it does with training steps. A kind whose tasks have fewer steps than ``k2`` is cut
+to its own steps at most, and run whole when it has no more than ``k1``.
+
+What each chapter does outside its tasks at ``full`` (read from the notebooks and the
+experiment modules). One unit of each was timed warm on this 2-core CPU while other jobs
+shared it (load 3 to 7: an idle machine is up to twice as fast), on stand-in data of the
+full shape; the counts come from the ``full`` profile:
+
+======= ============================================================== ===========================
+chapter work in the chapter's own cells at ``full``                    cost on this CPU
+======= ============================================================== ===========================
+01      the ICA sweep is tasks now (``plan``); the cells keep the      ``evaluation_plan``: 17 s
+        rotated-copy noise sweep (8 alignment tables of 10,000 x 3)
+        and the exercise's 18 FastICA fits (dimension 8)
+02      ``assemble``: ``compare`` (4 families, FastICA up to 1000      ``evaluation_plan``: 540 x
+        iterations) of every pair of the 10 seeds at each of the 11    75 ms = 41 s where FastICA
+        deltas and in the ablation: 540 pairs of 10,000 x 5 codes;     converges (bent codes that
+        bootstraps (cheap); the exercises retrain smoke-size sweeps    hit the limit cost more)
+03      rigid + linear ``compare`` of every seed pair per setting:     270 x 0.5 s + 1,500 x
+        27 x 10 pairs of 10,000 x 16 codes, and 3 x 10 x 5 x 10 pairs  0.01 s: about 3 min; the
+        of the digit models (about 1,000 rows each); 2,000-resample    exercises' training 1 to
+        bootstraps; the exercises train 14 small autoencoders          2 min
+04      ``compare_pair`` (4 families, ICA on 95% of the variance, 200  60 x 23 s (10,000 x 256,
+        iterations): 13 pair replicates, 5 x 5 grid settings, 4 x 4    load 7): about 25 min,
+        fit-row fractions, 6 in the exercise, on up to 10,000 rows x   more for the 512-d ResNet
+        192-512 dims; the LM's layer x layer matrix (7 x 7, rigid and  pair
+        CKA); the exercise trains a smoke-size CNN pair
+05      InfoMEC's probes and DCI/MIG run inside the tasks; the cells   3 x 2.5 s + the training:
+        score 3 code sets (10,000 x 12) for the rotation exercise,     about a minute
+        render the traversals and train two 16-px AEs (exercise)
+06      ``evaluate``: LightGBM (300 trees, one thread) per guide x     2,700 x 1.2 s: about an
+        fold x feature set, 15 x 4 x 4 = 240 fits on about 1,900 x     hour, the largest of the
+        192 wells, for each of 3 MAE replicates and again for each of  book; FastICA and the
+        the 3 training budgets of the scale trend; ``component_sweep`` bootstraps are small
+        7 k x 3 whitened sets x 60 fits: 2,700 fits in all            beside it
+======= ============================================================== ===========================
+
+Estimates come from the machine it runs on, under its current load. A chapter without
+``evaluation_plan`` is estimated for its tasks only, and says so.
 """
 
 from __future__ import annotations
@@ -43,7 +92,9 @@ from nearid.tasks import Task, WorkerSetup, prepare_worker
 
 DEFAULT_STEPS = (2, 10)
 DEFAULT_TIMEOUT = 900.0  # seconds per kind of task
+TASKS, EVALUATION = "tasks", "evaluation"  # a kind's stage: the chapter's tasks, or its own evaluation
 MIN_SPAN = 1.0  # seconds the k2 - k1 steps must take at least (else k2 grows, up to the task's steps)
+WARM_RERUN = 10.0  # a task run whole that took less than this (seconds) is run again, warm
 
 
 @dataclass
@@ -52,7 +103,7 @@ class Measurement:
 
     label: str
     steps: tuple[int, int] | None  # (k1, k2) it was cut to, or None: run whole
-    seconds: list[float] = field(default_factory=list)  # [cold k1, warm k1, warm k2] or [whole]
+    seconds: list[float] = field(default_factory=list)  # [cold k1, warm k1, warm k2] or [whole(, warm whole)]
     once_s: float | None = None
     setup_s: float | None = None
     step_s: float | None = None
@@ -75,6 +126,7 @@ class KindPlan:
     measurement: Measurement | None = None
     estimate_s: float | None = None
     longest_s: float | None = None  # its longest task (bounds a cluster's wall time from below)
+    stage: str = TASKS  # TASKS (plan: spread over workers) or EVALUATION (evaluation_plan: the kernel's)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,6 +188,8 @@ def _measure_child(conn, task: Task, steps: tuple[int, int] | None, max_steps: i
 
         if steps is None:
             seconds = [run(None)]
+            if seconds[0] < WARM_RERUN:  # cheap to repeat: separate first-call costs from the task's own
+                seconds.append(run(None))
         else:
             k1, k2 = steps
             seconds = [run(k1), run(k1), run(k2)]
@@ -199,7 +253,9 @@ def measure(task: Task, steps: tuple[int, int] | None = DEFAULT_STEPS,
         setattr(m, name, got[name])
     steps = m.steps
     if steps is None:
-        m.task_s = m.seconds[0]
+        m.task_s = m.seconds[-1]
+        if len(m.seconds) > 1:
+            m.once_s = max(0.0, m.seconds[0] - m.seconds[-1])
     else:
         cold, warm1, warm2 = m.seconds
         m.step_s = max(0.0, (warm2 - warm1) / (steps[1] - steps[0]))
@@ -208,17 +264,27 @@ def measure(task: Task, steps: tuple[int, int] | None = DEFAULT_STEPS,
     return m
 
 
+def cut_for(task: Task, steps: tuple[int, int]) -> tuple[int, int] | None:
+    """The (k1, k2) steps ``task`` is timed at: ``steps``, with k2 no larger than the task's own
+    steps; None (run whole) when it takes no ``max_steps``, has no steps, or no more than k1."""
+    if task.steps is None or not takes_max_steps(task) or task.steps <= steps[0]:
+        return None
+    return steps[0], min(steps[1], task.steps)
+
+
 def plan_tasks(tasks: Sequence[Task], *, steps: tuple[int, int] = DEFAULT_STEPS, timeout: float = DEFAULT_TIMEOUT,
                timer: Callable[..., Measurement] = measure,
-               progress: Callable[[str], None] | None = None) -> list[KindPlan]:
-    """Group ``tasks`` by kind, time one task of each kind, estimate each kind's time."""
+               progress: Callable[[str], None] | None = None, stage: str = TASKS) -> list[KindPlan]:
+    """Group ``tasks`` by kind, time one task of each kind, estimate each kind's time;
+    ``stage`` says whether they are a chapter's tasks or its own evaluation."""
     plans = []
     for kind, members in group(tasks).items():
         known = [t.steps for t in members if t.steps is not None]
         total_steps = sum(known) if len(known) == len(members) else None
-        plan = KindPlan(kind=kind, tasks=len(members), steps=total_steps, gpu=any(t.gpu for t in members))
+        plan = KindPlan(kind=kind, tasks=len(members), steps=total_steps, gpu=any(t.gpu for t in members),
+                        stage=stage)
         sample = max(members, key=lambda t: t.steps or 0)
-        cut = steps if (total_steps is not None and takes_max_steps(sample)) else None
+        cut = cut_for(sample, steps) if total_steps is not None else None
         if progress is not None:
             progress(f"timing {kind}: {sample.label or kind_of(sample)}"
                      + (f" cut to {cut[0]} and {cut[1]} steps" if cut else " whole"))
@@ -226,7 +292,8 @@ def plan_tasks(tasks: Sequence[Task], *, steps: tuple[int, int] = DEFAULT_STEPS,
         plan.measurement = m
         if m.error is None:
             if cut is None:
-                plan.estimate_s, plan.longest_s = m.task_s * len(members), m.task_s
+                once = m.once_s or 0.0
+                plan.estimate_s, plan.longest_s = once + m.task_s * len(members), once + m.task_s
             else:
                 plan.estimate_s = m.once_s + sum(m.setup_s + t.steps * m.step_s for t in members)
                 plan.longest_s = m.once_s + m.setup_s + max(t.steps for t in members) * m.step_s
@@ -258,22 +325,34 @@ def human_seconds(s: float | None) -> str:
 
 def chapter_summary(plans: Sequence[KindPlan]) -> dict[str, Any]:
     """Total estimate and the largest peaks of a chapter; ``complete`` is False when some
-    kind could not be timed (its time is then missing from the total)."""
+    kind could not be timed (its time is then missing from the total). ``estimate_s`` is
+    ``tasks_s`` (its tasks) plus ``evaluation_s`` (its own evaluation), in one process;
+    ``tasks`` counts its tasks, ``evaluation_parts`` its evaluation's."""
     est = [p.estimate_s for p in plans]
+
+    def seconds(stage: str) -> float:
+        return sum(p.estimate_s for p in plans if p.stage == stage and p.estimate_s is not None)
+
     rss = [p.measurement.peak_rss_mb for p in plans if p.measurement and p.measurement.peak_rss_mb]
     gpu = [p.measurement.peak_gpu_mb for p in plans if p.measurement and p.measurement.peak_gpu_mb]
-    return {"tasks": sum(p.tasks for p in plans), "estimate_s": sum(e for e in est if e is not None),
+    return {"tasks": sum(p.tasks for p in plans if p.stage == TASKS),
+            "evaluation_parts": sum(p.tasks for p in plans if p.stage == EVALUATION),
+            "estimate_s": sum(e for e in est if e is not None), "tasks_s": seconds(TASKS),
+            "evaluation_s": seconds(EVALUATION),
             "complete": all(e is not None for e in est), "peak_rss_mb": max(rss, default=None),
             "peak_gpu_mb": max(gpu, default=None),
-            "longest_s": max((p.longest_s for p in plans if p.longest_s is not None), default=None)}
+            "longest_s": max((p.longest_s for p in plans if p.longest_s is not None and p.stage == TASKS),
+                             default=None)}
 
 
 PLAN_COLUMNS = ("kind", "tasks", "steps/task", "once s", "setup s", "ms/step", "estimate", "peak RSS", "GPU peak")
 
 
-def format_chapter(name: str, plans: Sequence[KindPlan]) -> str:
+def format_chapter(name: str, plans: Sequence[KindPlan], *, evaluation_listed: bool = True) -> str:
     """The text ``nearid plan`` prints for one chapter: a table whose columns are as wide as
-    their widest cell (kind names run long: ``train_vae_beta_tcvae (gpu)``), then a summary."""
+    their widest cell (kind names run long: ``train_vae_beta_tcvae (gpu)``), then a summary;
+    the kinds of its own evaluation are marked ``(evaluation)``. ``evaluation_listed`` False:
+    the chapter has no ``evaluation_plan``, and the summary says its evaluation is not in it."""
     def num(v, prec=2):
         return f"{v:.{prec}f}" if v is not None else "-"
 
@@ -281,7 +360,7 @@ def format_chapter(name: str, plans: Sequence[KindPlan]) -> str:
     for p in plans:
         m = p.measurement
         per_task = f"{p.steps / p.tasks:.0f}" if p.steps is not None else "-"
-        kind = p.kind + (" (gpu)" if p.gpu else "")
+        kind = p.kind + (" (gpu)" if p.gpu else "") + (" (evaluation)" if p.stage == EVALUATION else "")
         if m is None or m.error is not None:
             rows.append([kind, str(p.tasks), per_task])
             notes[len(rows) - 1] = f"not timed: {m.error if m else 'no measurement'}"
@@ -300,10 +379,13 @@ def format_chapter(name: str, plans: Sequence[KindPlan]) -> str:
         lines.append(line(row) + (f"   {notes[i]}" if i in notes else ""))
     s = chapter_summary(plans)
     devices = sorted({p.measurement.device for p in plans if p.measurement and p.measurement.device})
-    lines.append(f"  estimate: {human_seconds(s['estimate_s'])}{'' if s['complete'] else ' + kinds not timed'} "
-                 f"for {s['tasks']} tasks in one process on {', '.join(devices) or 'this machine'}; "
-                 f"peak memory per worker {human_mb(s['peak_rss_mb'])} RSS"
-                 + (f", {human_mb(s['peak_gpu_mb'])} GPU" if s["peak_gpu_mb"] else ""))
+    work = f"{human_seconds(s['tasks_s'])} for {s['tasks']} tasks"
+    if s["evaluation_parts"]:
+        work += f" + {human_seconds(s['evaluation_s'])} for its own evaluation ({s['evaluation_parts']} parts)"
+    lines.append(f"  estimate: {work}{'' if s['complete'] else ' + kinds not timed'} in one process on "
+                 f"{', '.join(devices) or 'this machine'}; peak memory per worker {human_mb(s['peak_rss_mb'])} RSS"
+                 + (f", {human_mb(s['peak_gpu_mb'])} GPU" if s["peak_gpu_mb"] else "")
+                 + ("" if evaluation_listed else "; its own evaluation not estimated (no evaluation_plan)"))
     return "\n".join(lines)
 
 
@@ -324,40 +406,60 @@ def parse_steps(text: str) -> tuple[int, int]:
     return k1, k2
 
 
+def _listed(module: ModuleType | None, hook: str, P) -> list[Task] | None:
+    """The tasks ``module.<hook>(P)`` lists, or None where the module has no such hook."""
+    fn = getattr(module, hook, None) if module is not None else None
+    return list(fn(P)) if callable(fn) else None
+
+
 def plan_chapters(params: dict[str, Any], *, steps: tuple[int, int] = DEFAULT_STEPS,
                   timeout: float = DEFAULT_TIMEOUT, workers: int = 1,
                   out: Callable[[str], None] = print,
                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Plan every chapter in ``params`` (chapter key -> its resolved parameters ``P``) whose
-    experiment module has ``plan(P)``; print each chapter and the total through ``out``.
-    Returns a JSON-able report: per chapter its kinds and summary (None: no ``plan``)."""
+    experiment module has ``plan(P)`` or ``evaluation_plan(P)``; print each chapter and the
+    total through ``out``. Returns a JSON-able report: per chapter its kinds and summary
+    (None: neither hook). With ``workers``, the tasks spread over them and the chapters' own
+    evaluation does not (it runs in each chapter's kernel)."""
     report: dict[str, Any] = {"steps": list(steps), "workers": workers, "chapters": {}}
-    total, longest, complete, peak, without = 0.0, 0.0, True, [], []
+    tasks_s, evaluation_s, longest, complete, peak, without, unlisted = 0.0, 0.0, 0.0, True, [], [], []
     for key, P in params.items():
         module = experiment_module(key.split("_", 1)[0])
-        if module is None or not callable(getattr(module, "plan", None)):
+        tasks, evaluation = _listed(module, "plan", P), _listed(module, "evaluation_plan", P)
+        if tasks is None and evaluation is None:
             without.append(key)
             report["chapters"][key] = None
-            out(f"{key}: its experiment module has no plan(P); not estimated")
+            out(f"{key}: its experiment module has no plan(P) and no evaluation_plan(P); not estimated")
             continue
-        tasks = list(module.plan(P))
-        plans = plan_tasks(tasks, steps=steps, timeout=timeout, progress=progress)
+        if evaluation is None:
+            unlisted.append(key)
+        plans = plan_tasks(tasks or [], steps=steps, timeout=timeout, progress=progress)
+        plans += plan_tasks(evaluation or [], steps=steps, timeout=timeout, progress=progress, stage=EVALUATION)
         summary = chapter_summary(plans)
-        report["chapters"][key] = {"kinds": [p.to_dict() for p in plans], **summary}
-        out(format_chapter(f"{key}: {len(tasks)} tasks", plans))
-        total += summary["estimate_s"]
+        report["chapters"][key] = {"kinds": [p.to_dict() for p in plans], "evaluation_listed": evaluation is not None,
+                                   **summary}
+        out(format_chapter(f"{key}: {len(tasks or [])} tasks", plans, evaluation_listed=evaluation is not None))
+        tasks_s += summary["tasks_s"]
+        evaluation_s += summary["evaluation_s"]
         longest = max(longest, summary["longest_s"] or 0.0)
         complete &= summary["complete"]
         peak += [summary["peak_rss_mb"]] if summary["peak_rss_mb"] else []
     planned = [k for k, v in report["chapters"].items() if v is not None]
-    report.update(estimate_s=total, complete=complete, longest_s=longest, planned=planned, without_plan=without,
+    total = tasks_s + evaluation_s
+    report.update(estimate_s=total, tasks_s=tasks_s, evaluation_s=evaluation_s, complete=complete,
+                  longest_s=longest, planned=planned, without_plan=without, evaluation_not_listed=unlisted,
                   peak_rss_mb=max(peak, default=None))
     if len(params) > 1 or workers > 1:
-        line = (f"total: {human_seconds(total)}{'' if complete else ' + kinds not timed'} for the tasks of "
-                f"{len(planned)} chapter{'s' if len(planned) != 1 else ''} in one process")
+        line = (f"total: {human_seconds(total)}{'' if complete else ' + kinds not timed'} for "
+                f"{len(planned)} chapter{'s' if len(planned) != 1 else ''} in one process "
+                f"({human_seconds(tasks_s)} tasks, {human_seconds(evaluation_s)} their own evaluation)")
         if workers > 1:
-            line += (f"; with {workers} workers at least {human_seconds(max(total / workers, longest))} "
-                     f"(the longest task alone takes {human_seconds(longest)})")
+            spread = max(tasks_s / workers, longest)
+            line += (f"; with {workers} workers at least {human_seconds(spread + evaluation_s)} "
+                     f"(the tasks {human_seconds(spread)}: the longest task alone takes {human_seconds(longest)}; "
+                     f"the evaluation stays in the kernel)")
+        if unlisted:
+            line += f"; own evaluation not estimated: {', '.join(unlisted)}"
         if without:
             line += f"; not estimated: {', '.join(without)}"
         out(line)

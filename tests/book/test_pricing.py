@@ -102,3 +102,12 @@ def test_a_smoke_run_does_not_price_quick_when_the_reference_can(tmp_path):
     assert "reference 2-core CPU" in quick.basis
     again = pricing.price(CH, "smoke", resolve(CH, "smoke"), out)
     assert "last run here: smoke" in again.basis and again.seconds == pytest.approx(100.0)
+
+
+def test_a_chapter_whose_tasks_have_no_steps_is_priced_at_its_known_time(tmp_path):
+    """Chapter 01's ICA fits are tasks without optimisation steps: priced as before they were
+    tasks, at the reference machine's time, without a 'no steps to scale by' guess."""
+    ch = "01_definitions"
+    p = pricing.price(ch, "quick", resolve(ch, "quick"), tmp_path)
+    assert p.tasks > 0 and p.steps is None
+    assert "reference 2-core CPU" in p.basis and "no steps" not in p.basis and p.seconds > 0

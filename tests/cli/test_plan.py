@@ -4,6 +4,8 @@ with a fake experiment module whose tasks are small functions from tests/task_fu
 import json
 import types
 
+import pytest
+
 import task_functions as tf
 from nearid import planning
 from nearid.cli import main as cli
@@ -48,10 +50,39 @@ def test_plan_the_whole_book_says_which_chapters_have_no_plan(monkeypatch, capsy
     _only_03(monkeypatch)
     assert cli.main(["plan", "--profile", "smoke", "--workers", "4"]) == 0
     out = capsys.readouterr().out
-    assert "01_definitions: its experiment module has no plan(P); not estimated" in out
+    assert "01_definitions: its experiment module has no plan(P) and no evaluation_plan(P); not estimated" in out
     assert "03_bilipschitz: 5 tasks" in out
     total = [line for line in out.splitlines() if line.startswith("total:")]
     assert len(total) == 1 and "with 4 workers at least" in total[0] and "not estimated: 01_definitions" in total[0]
+    assert "own evaluation not estimated: 03_bilipschitz" in total[0]
+
+
+def _evaluate(P):
+    return [Task(tf.sleepy, {"seconds": 0.05, "per_step": 0.01}, kind="align", label="align pairs", steps=40)]
+
+
+def test_plan_times_a_chapters_own_evaluation_and_keeps_it_in_the_kernel(monkeypatch, capsys, tmp_path):
+    """evaluation_plan(P): timed like tasks (cut to k1 and k2 units, scaled to all 40), reported
+    apart, and not divided among workers; a chapter with only an evaluation is planned too."""
+    fake = types.SimpleNamespace(plan=_fake_plan, evaluation_plan=_evaluate)
+    only_eval = types.SimpleNamespace(evaluation_plan=_evaluate)
+    modules = {"03": fake, "01": only_eval}
+    monkeypatch.setattr(planning, "experiment_module", lambda number: modules.get(number))
+    out_json = tmp_path / "plan.json"
+    assert cli.main(["plan", "01", "03", "--profile", "smoke", "--workers", "4", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "align (evaluation)" in out and "01_definitions: 0 tasks" in out
+    report = json.loads(out_json.read_text())
+    ch = report["chapters"]["03_bilipschitz"]
+    train, embed, align = ch["kinds"]
+    assert [k["stage"] for k in ch["kinds"]] == ["tasks", "tasks", "evaluation"] and ch["evaluation_listed"]
+    m = align["measurement"]
+    assert m["steps"][0] == 2 and 10 <= m["steps"][1] <= 40, "the evaluation is cut to a few units"
+    assert align["estimate_s"] == pytest.approx(m["once_s"] + m["setup_s"] + 40 * m["step_s"])
+    assert ch["evaluation_s"] == align["estimate_s"] and ch["tasks_s"] == train["estimate_s"] + embed["estimate_s"]
+    assert report["evaluation_s"] == pytest.approx(ch["evaluation_s"] + report["chapters"]["01_definitions"]["evaluation_s"])
+    total = next(line for line in out.splitlines() if line.startswith("total:"))
+    assert "the evaluation stays in the kernel" in total and "not estimated" not in total
 
 
 def test_plan_fails_when_a_kind_cannot_be_timed(monkeypatch, capsys):

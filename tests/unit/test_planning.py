@@ -51,6 +51,34 @@ def test_a_task_without_max_steps_runs_whole():
     assert calls == [("f", None)]
 
 
+def test_a_kind_with_few_steps_is_cut_to_them_at_most():
+    """An evaluation task's units (8 noise levels, 5 grid points) may be fewer than k2: timing
+    must not ask for more than the task has, and a task of k1 units or fewer runs whole."""
+    calls = []
+    tasks = [Task(tf.sleepy, {"seconds": 0}, kind="few", label="few", steps=6),
+             Task(tf.sleepy, {"seconds": 0}, kind="tiny", label="tiny", steps=2)]
+    plans = planning.plan_tasks(tasks, steps=(2, 10), timer=_fake_timer(calls), stage=planning.EVALUATION)
+    assert calls == [("few", (2, 6)), ("tiny", None)]
+    few, tiny = plans
+    assert few.estimate_s == pytest.approx(1.0 + 2.0 + 6 * 0.01) and tiny.estimate_s == 3.0
+    assert {p.stage for p in plans} == {planning.EVALUATION}
+
+
+def test_the_summary_keeps_tasks_and_evaluation_apart():
+    calls = []
+    tasks = planning.plan_tasks([Task(tf.where_am_i, {"x": i}, kind="fit") for i in range(5)],
+                                timer=_fake_timer(calls))
+    evaluation = planning.plan_tasks([Task(tf.where_am_i, {"x": 9}, kind="align")], timer=_fake_timer(calls),
+                                     stage=planning.EVALUATION)
+    s = planning.chapter_summary(tasks + evaluation)
+    assert (s["tasks"], s["evaluation_parts"], s["tasks_s"], s["evaluation_s"], s["estimate_s"]) == (5, 1, 15.0, 3.0,
+                                                                                                    18.0)
+    assert s["longest_s"] == 3.0, "the longest task bounds the spread tasks only"
+    text = planning.format_chapter("01_definitions: 5 tasks", tasks + evaluation)
+    assert "align (evaluation)" in text and "15 s for 5 tasks + 3 s for its own evaluation (1 parts)" in text
+    assert "not estimated (no evaluation_plan)" in planning.format_chapter("x", tasks, evaluation_listed=False)
+
+
 def test_measure_separates_setup_from_steps_and_sees_memory():
     """sleepy sleeps 0.4 s plus 0.05 s per step and holds 300 MiB: a fresh process times it
     at 2, 2 and 10 steps (or more: 8 steps take less than planning.MIN_SPAN)."""
@@ -64,6 +92,19 @@ def test_measure_separates_setup_from_steps_and_sees_memory():
     assert 0.3 < m.setup_s < 3.0, "the sleep and filling 300 MiB, paid once per task"
     assert m.peak_rss_mb - m.base_rss_mb > 250 and m.device == "cpu" and m.peak_gpu_mb is None
     assert m.base_rss_mb < 250, "a fresh process (python, numpy, the task's module) starts small"
+
+
+def test_a_short_whole_task_runs_twice_so_first_call_costs_count_once():
+    """A kind of many small fits: the first fit in a process pays the lazy imports (0.6 s here),
+    the others do not; the estimate counts that once, not per task."""
+    m = planning.measure(Task(tf.cold_start, {"seconds": 0.1, "first": 0.6}), steps=None)
+    assert m.error is None and len(m.seconds) == 2
+    assert m.task_s == pytest.approx(0.1, abs=0.08) and m.once_s == pytest.approx(0.6, abs=0.2)
+    tasks = [Task(tf.cold_start, {"seconds": 0.1, "first": 0.6}, kind="fit", label=f"fit {i}") for i in range(20)]
+    (plan,) = planning.plan_tasks(tasks, timer=lambda task, steps, timeout: m)
+    assert plan.estimate_s == pytest.approx(m.once_s + 20 * m.task_s)
+    slow = planning.measure(Task(tf.sleepy, {"seconds": planning.WARM_RERUN + 0.1}), steps=None, timeout=60)
+    assert len(slow.seconds) == 1 and slow.once_s is None, "a long task is run once"
 
 
 def test_measure_reports_errors_and_timeouts(tmp_path):

@@ -10,7 +10,8 @@ run is taken to grow with its total steps from a run of the same chapter whose t
 * the reference machine's ``quick`` time (:data:`nearid.book.runner.REFERENCE_SECONDS`,
   a 2-core AMD EPYC VM) over ``quick``'s steps.
 
-A chapter without tasks (01, 07) is priced at its known time. The estimate says which basis
+A chapter without tasks (07), or whose tasks declare no steps (01's ICA fits), is
+priced at its known time. The estimate says which basis
 it used. It ignores what steps do not capture (wider models cost more per step, evaluation
 grows with the data), so it is a guard against runs ten or a thousand times too long, not a
 forecast; ``nearid plan`` measures.
@@ -69,13 +70,16 @@ class Price:
 
 
 def _steps(chapter: str, params: dict[str, Any]) -> tuple[int, int | None]:
-    """(tasks, total steps) of the chapter's plan for resolved ``params``; (0, None) without one."""
+    """(tasks, total steps) of the chapter's plan for resolved ``params``; (0, None) without one,
+    (tasks, None) when none of its tasks declares steps."""
     from nearid.planning import experiment_module
 
     module = experiment_module(chapter.split("_", 1)[0])
     if module is None or not hasattr(module, "plan"):
         return 0, None
     tasks = module.plan(params)
+    if tasks and all(t.steps is None for t in tasks):  # no steps to scale by (01's ICA fits)
+        return len(tasks), None
     return len(tasks), sum(int(t.steps or 0) for t in tasks)
 
 

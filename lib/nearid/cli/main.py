@@ -126,7 +126,8 @@ def _cmd_plan(args) -> int:
     params = {key: profiles.resolve(key, args.profile, overrides) for key in keys}  # fails fast
     steps = planning.parse_steps(args.steps)
     print(f"timing {args.steps.replace(',', ' and ')} optimisation steps of one task of each kind "
-          f"(profile {args.profile}); tasks only, not the chapters' own cells", flush=True)
+          f"(profile {args.profile}); the chapters' tasks, and their own evaluation where the experiment "
+          "module lists it (evaluation_plan)", flush=True)
     report = planning.plan_chapters(params, steps=steps, timeout=args.timeout,
                                     workers=args.workers,
                                     progress=lambda line: print(line, file=sys.stderr, flush=True))

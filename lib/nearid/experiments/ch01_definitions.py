@@ -1,22 +1,32 @@
 """Chapter 01's experiments: how the error tolerance eps grows with noise, and how whitening +
 ICA's unmixing approaches a signed permutation as the sample grows (Theorem 2's premise).
 
-The chapter is cheap and runs no sweep of trained models, so it has no tasks; under
-``dry_run`` (:func:`settings`) it keeps the full profile's sources, dimensions and noise
-levels and subsamples rows and repeats.
+The chapter trains nothing. Its one sweep, the ICA fits of the sample-size check, runs as
+tasks (:func:`plan`: one FastICA fit each, through :func:`nearid.tasks.run_tasks`, so that
+``full``'s 700 fits use every core or worker and the task cache); the rest of its cells take
+seconds (:func:`evaluation_plan` lists them for ``nearid plan``). Under ``dry_run``
+(:func:`settings`) it keeps the full profile's sources, dimensions and noise levels and
+subsamples rows and repeats.
 """
 
 from __future__ import annotations
+
+import warnings
+import zlib
 
 import numpy as np
 import pandas as pd
 
 from nearid.align import FAMILIES, alignment_table
+from nearid.data.toy import sample_sources
 from nearid.ica import WhitenedICA
+from nearid.metrics.recovery import amari_distance
+from nearid.tasks import Task
 from nearid.verdicts import Verdict, paired_difference
 
 DRY_RUN_ROWS = 1000  # a dry run uses at most this many points per experiment
 DRY_RUN_REPEATS = 2  # ... and this many repeats of the ICA sweep
+ICA_KIND = "ica_fit"  # kinds of the sweep's tasks: ica_fit_<source>_n<n>
 
 
 def settings(P) -> dict:
@@ -47,33 +57,91 @@ def rigid_residuals(A, B, *, noise_levels, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def ica_fit(*, source: str, n: int, dim: int, repeat: int, seed: int = 0) -> dict:
+    """One fit of the sweep: the Amari distance of whitening + ICA's unmixing from the truth.
+
+    X = S A^T, with ``n`` rows of ``dim`` independent ``source`` sources S and a random
+    well-conditioned mixing A, both drawn from the fit's own generator (seeded by ``seed``,
+    ``repeat``, ``n`` and the source), so that any fit can run alone, in any order, on any
+    worker, and give the same number. Gaussian sources need not converge: that is recorded in
+    ``converged``, not warned about.
+    """
+    rng = np.random.default_rng([seed, repeat, n, zlib.crc32(source.encode())])
+    S = sample_sources(source, n, dim, rng)
+    A = rng.standard_normal((dim, dim)) + 2 * np.eye(dim)
+    X = S @ A.T
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ica = WhitenedICA(n_components="all", random_state=repeat, max_iter=2000).fit(X)
+    return {"source": source, "n": n, "repeat": repeat, "converged": ica.converged_,
+            "amari": amari_distance(ica.unmixing_, A)}
+
+
+def sweep_tasks(*, sample_sizes, sources, dim: int, repeats: int, seed: int = 0) -> list[Task]:
+    """One :func:`ica_fit` task per (source, sample size, repeat), in the sweep's row order.
+
+    A task is one fit, not one (source, n) block of repeats: a fit's cost is set by whether
+    FastICA converges (a Gaussian or near-Gaussian source runs all 2000 iterations), so it
+    ranges from a tenth of a second to half a minute at the same n, and single fits spread
+    the expensive ones over every worker. The cheapest fits still take 0.1 s, far above a
+    task's own overhead (milliseconds). Tasks of one (source, n) share a ``kind``: they cost
+    alike, so ``nearid plan`` times one of them and scales by the repeats.
+    """
+    return [Task(ica_fit, dict(source=source, n=int(n), dim=int(dim), repeat=r, seed=int(seed)),
+                 kind=f"{ICA_KIND}_{source}_n{int(n)}", label=f"ICA {source} n={int(n)} repeat {r}")
+            for source in sources for n in sample_sizes for r in range(repeats)]
+
+
+def plan(P) -> list[Task]:
+    """The chapter's tasks: the ICA sample-size sweep at ``P``'s sizes (:func:`settings`, so a
+    dry run keeps the full profile's sources and dimension and cuts rows and repeats)."""
+    S = settings(P)
+    return sweep_tasks(sample_sizes=S["ica_sample_sizes"], sources=P["ica_sources"], dim=P["ica_dim"],
+                       repeats=S["ica_repeats"], seed=P["seed"])
+
+
+def collect(results) -> pd.DataFrame:
+    """The sweep's table, one row per fit, from :func:`ica_fit` results in task order."""
+    return pd.DataFrame(list(results))
+
+
 def ica_amari_sweep(*, sample_sizes, sources, dim: int, repeats: int, seed: int = 0) -> pd.DataFrame:
-    """Amari distance of whitening + ICA's unmixing from the truth, per sample size and source.
+    """Amari distance of whitening + ICA's unmixing from the truth, per sample size and source,
+    every fit in this process one after another (:func:`plan` runs the same fits as tasks).
 
     X = S A^T with a random well-conditioned mixing A; Theorem 2's claim is that the
     remaining ambiguity is a signed permutation, i.e. the distance tends to 0 with n for
     non-Gaussian sources, and not for Gaussian ones.
     """
-    import warnings
-    import zlib
+    tasks = sweep_tasks(sample_sizes=sample_sizes, sources=sources, dim=dim, repeats=repeats, seed=seed)
+    return collect(task() for task in tasks)
 
-    from nearid.data.toy import sample_sources
-    from nearid.metrics.recovery import amari_distance
 
-    rows = []
-    for kind in sources:
-        for n in sample_sizes:
-            for r in range(repeats):
-                rng = np.random.default_rng([seed, r, n, zlib.crc32(kind.encode())])
-                S = sample_sources(kind, n, dim, rng)
-                A = rng.standard_normal((dim, dim)) + 2 * np.eye(dim)
-                X = S @ A.T
-                with warnings.catch_warnings():  # Gaussian sources need not converge: recorded
-                    warnings.simplefilter("ignore")
-                    ica = WhitenedICA(n_components="all", random_state=r, max_iter=2000).fit(X)
-                rows.append({"source": kind, "n": n, "repeat": r, "converged": ica.converged_,
-                             "amari": amari_distance(ica.unmixing_, A)})
-    return pd.DataFrame(rows)
+# The exercise's small sweep (notebooks/01_definitions.py, "Almost Gaussian sources"): two
+# sample sizes, three repeats, sources on either side of the Gaussian's shape 2.
+EXERCISE_SWEEP = dict(sample_sizes=[300, 3000], sources=["laplace", "gennorm_1.8", "gennorm_2.2"], repeats=3)
+
+
+def rotated_copy(*, n_points: int, noise_levels, seed: int = 0) -> pd.DataFrame:
+    """The chapter's first experiment: :func:`rigid_residuals` of ``n_points`` Laplace codes in
+    3 dimensions against a rotated copy, at each noise level (what its opening cells run)."""
+    from nearid.data.toy import random_orthogonal
+
+    rng = np.random.default_rng(seed)
+    Z = sample_sources("laplace", n_points, 3, rng)
+    R = random_orthogonal(3, rng)
+    return rigid_residuals(Z, Z @ R, noise_levels=noise_levels, seed=seed)
+
+
+def evaluation_plan(P) -> list[Task]:
+    """What the chapter computes outside :func:`plan`'s tasks, at ``P``'s shape, for ``nearid
+    plan`` to time: the rotated-copy noise sweep and the exercise's small ICA sweep."""
+    S = settings(P)
+    return [Task(rotated_copy, dict(n_points=S["n_points"], noise_levels=list(P["noise_levels"]), seed=P["seed"]),
+                 kind="rotated_copy", label=f"rotated copy: {S['n_points']} points x {len(P['noise_levels'])} noise "
+                                            "levels"),
+            Task(ica_amari_sweep, dict(EXERCISE_SWEEP, dim=P["ica_dim"], seed=P["seed"]), kind="exercise_sweep",
+                 label="exercise: small ICA sweep")]
 
 
 def sample_size_verdict(sweep: pd.DataFrame, seed: int = 0) -> Verdict:

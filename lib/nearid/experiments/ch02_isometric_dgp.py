@@ -299,3 +299,41 @@ def data_mb(P) -> float:
     observations of the isometric DGP (priced before a run: ``nearid.book.pricing``)."""
     rows = P["n_train"] + P.get("n_test", 0)
     return max(rows * P["image_size"] ** 2, rows * P["observed_dim"]) * 4 / 2 ** 20
+
+
+# ----------------------------------------------------------------------------- evaluation, priced
+def seed_pair_comparisons(*, n_rows: int, latent_dim: int, seeds: int, pairs: int, sources: str = "uniform",
+                          ica_components: float | int | str | None = "all", ica_max_iter: int = ICA_MAX_ITER,
+                          seed: int = 0, max_steps: int | None = None) -> int:
+    """:func:`assemble`'s work at a chapter's shape, on stand-in codes, for ``nearid plan``:
+    ``pairs`` seed-pair comparisons (only the first ``max_steps`` of them when given) of
+    ``n_rows`` x ``latent_dim`` codes of ``seeds`` models. The codes are seeded linear
+    mixtures of the chapter's factor distribution (what an autoencoder near an isometry
+    gives), on which FastICA converges: pairs of bent codes that hit the iteration limit cost
+    more, so this prices the evaluation from below. Returns the comparisons made."""
+    from itertools import combinations
+
+    from nearid.align import compare
+    from nearid.data.toy import sample_sources
+
+    rng = np.random.default_rng(seed)
+    codes = [sample_sources(sources, n_rows, latent_dim, rng) @ rng.standard_normal((latent_dim, latent_dim))
+             for _ in range(seeds)]
+    order = list(combinations(range(seeds), 2))
+    done = 0 if not order else min(pairs, max_steps) if max_steps is not None else pairs
+    for k in range(done):
+        i, j = order[k % len(order)]
+        compare(codes[i], codes[j], seed=seed, ica_components=ica_components, ica_max_iter=ica_max_iter)
+    return done
+
+
+def evaluation_plan(P) -> list[Task]:
+    """What the chapter computes outside :func:`plan`'s tasks that grows with ``full``, for
+    ``nearid plan``: :func:`assemble`'s comparisons of every seed pair at every delta and in
+    the ablation, one unit (``steps``) per pair, so that a few pairs are timed and scaled up."""
+    n_pairs = math.comb(P["seeds"], 2) * (len(P["deltas"]) + 1)
+    n_rows = min(P["n_test"], DRY_RUN_EVAL_ROWS) if P.get("dry_run", False) else P["n_test"]
+    kwargs = dict(n_rows=n_rows, latent_dim=P["latent_dim"], seeds=P["seeds"], pairs=n_pairs, sources=P["sources"],
+                  seed=P["seed"], **_evaluation(P))
+    return [Task(seed_pair_comparisons, kwargs, kind="seed_pair_comparisons", steps=n_pairs,
+                 label=f"{n_pairs} seed-pair comparisons of {n_rows} x {P['latent_dim']} codes")]

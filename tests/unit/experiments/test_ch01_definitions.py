@@ -44,3 +44,67 @@ def test_sample_size_verdict_pairs_source_and_repeat():
     assert ch01.sample_size_verdict(worse).verdict == "fails"
     with pytest.raises(ValueError, match="Gaussian"):
         ch01.gaussian_verdict(worse)
+
+
+def _old_loop(*, sample_sizes, sources, dim, repeats, seed=0):
+    """The sweep as one loop, as ica_amari_sweep ran it before it became tasks: the tasks must
+    give these numbers, to the bit."""
+    import warnings
+    import zlib
+
+    from nearid.data.toy import sample_sources
+    from nearid.ica import WhitenedICA
+    from nearid.metrics.recovery import amari_distance
+
+    rows = []
+    for kind in sources:
+        for n in sample_sizes:
+            for r in range(repeats):
+                rng = np.random.default_rng([seed, r, n, zlib.crc32(kind.encode())])
+                S = sample_sources(kind, n, dim, rng)
+                A = rng.standard_normal((dim, dim)) + 2 * np.eye(dim)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    ica = WhitenedICA(n_components="all", random_state=r, max_iter=2000).fit(S @ A.T)
+                rows.append({"source": kind, "n": n, "repeat": r, "converged": ica.converged_,
+                             "amari": amari_distance(ica.unmixing_, A)})
+    return pd.DataFrame(rows)
+
+
+def test_the_sweep_as_tasks_gives_the_loops_numbers_in_any_order(tmp_path):
+    from nearid.tasks import run_tasks
+
+    P = resolve("01", "smoke", {"ica_sources": ["laplace", "gaussian"], "ica_sample_sizes": [50, 400],
+                                "ica_repeats": 2, "seed": 3})
+    tasks = ch01.plan(P)
+    assert len(tasks) == 2 * 2 * 2 and len({t.kind for t in tasks}) == 4, "one fit per task, a kind per (source, n)"
+    assert tasks[0].kind == "ica_fit_laplace_n50" and tasks[0].steps is None
+    old = _old_loop(sample_sizes=[50, 400], sources=["laplace", "gaussian"], dim=P.ica_dim, repeats=2, seed=3)
+    backwards = run_tasks(tasks[::-1], cache_dir=tmp_path, log=None)[::-1]
+    pd.testing.assert_frame_equal(ch01.collect(backwards), old, check_exact=True)
+    cached = run_tasks(tasks, cache_dir=tmp_path, log=None)  # read back from the task cache
+    pd.testing.assert_frame_equal(ch01.collect(cached), old, check_exact=True)
+    serial = ch01.ica_amari_sweep(sample_sizes=[50, 400], sources=["laplace", "gaussian"], dim=P.ica_dim,
+                                  repeats=2, seed=3)
+    pd.testing.assert_frame_equal(serial, old, check_exact=True)
+
+
+def test_plan_follows_the_dry_run_and_lists_the_evaluation():
+    full = ch01.plan(resolve("01", "full"))
+    P = resolve("01", "full")
+    assert len(full) == len(P.ica_sources) * len(P.ica_sample_sizes) * P.ica_repeats
+    dry = ch01.plan(resolve("01", "full", {"dry_run": True}))
+    assert max(t.kwargs["n"] for t in dry) == ch01.DRY_RUN_ROWS
+    assert {t.kwargs["repeat"] for t in dry} == set(range(ch01.DRY_RUN_REPEATS))
+    assert {t.kwargs["dim"] for t in dry} == {P.ica_dim}, "the dry run keeps the full shape's dimension"
+    rotated, exercise = ch01.evaluation_plan(P)
+    assert rotated.kwargs["n_points"] == P.n_points and rotated.kwargs["noise_levels"] == P.noise_levels
+    assert exercise.kwargs["dim"] == P.ica_dim
+    assert ch01.evaluation_plan(resolve("01", "full", {"dry_run": True}))[0].kwargs["n_points"] == ch01.DRY_RUN_ROWS
+
+
+def test_rotated_copy_is_exact_without_noise():
+    frame = ch01.rotated_copy(n_points=400, noise_levels=[0.0, 0.2], seed=1)
+    clean = frame[frame.noise == 0].set_index("family").error
+    assert clean["rigid"] < 1e-8 and clean["linear"] < 1e-8
+    assert (frame[frame.noise == 0.2].error > 1e-3).all()

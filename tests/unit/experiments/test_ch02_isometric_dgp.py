@@ -127,3 +127,19 @@ def test_chapter_parameters_refuse_bad_values(override, message):
     with pytest.raises(InvalidParameterError, match=message):
         resolve("02", "quick", override)
     assert resolve("02", "quick", {"sources": "gaussian", "ica_components": 2}).ica_components == 2
+
+
+def test_evaluation_plan_prices_every_seed_pair_at_the_chapters_shape():
+    import math
+
+    from nearid import planning
+
+    full = resolve("02", "full")
+    (task,) = ch02.evaluation_plan(full)
+    assert task.steps == math.comb(full.seeds, 2) * (len(full.deltas) + 1) and planning.takes_max_steps(task)
+    assert (task.kwargs["n_rows"], task.kwargs["latent_dim"]) == (full.n_test, full.latent_dim)
+    (dry,) = ch02.evaluation_plan(resolve("02", "full", {"dry_run": True}))
+    assert dry.kwargs["n_rows"] == ch02.DRY_RUN_EVAL_ROWS and dry.kwargs["ica_max_iter"] == ch02.DRY_RUN_ICA_ITER
+    small = {**task.kwargs, "n_rows": 200}
+    assert ch02.seed_pair_comparisons(**small, max_steps=3) == 3, "a plan times a few pairs, then scales up"
+    assert ch02.seed_pair_comparisons(**{**small, "pairs": 2}) == 2

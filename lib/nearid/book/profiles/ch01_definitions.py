@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nearid.book.params import NON_NEGATIVE, POSITIVE_INT, SEED, Interval, ListOf, Text
-from nearid.book.profiles.shared import DRY_RUN
+from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCALE_OUT, SCHEDULER
 
 
 def _source_kind(kind: str) -> None:
@@ -15,7 +15,7 @@ def _source_kind(kind: str) -> None:
     sample_sources(kind, 1, 1, np.random.default_rng(0))
 
 
-_SHARED = dict(seed=0, dry_run=False)
+_SHARED = dict(seed=0, **SCALE_OUT)  # executor, scheduler: where the ICA sweep's fits run (tasks)
 PROFILES = {
     "smoke": dict(_SHARED, n_points=300, noise_levels=[0.0, 0.1], ica_sample_sizes=[200, 1000],
                   ica_sources=["laplace", "uniform"], ica_dim=3, ica_repeats=2),
@@ -39,7 +39,8 @@ CONSTRAINTS = dict(
     ica_sample_sizes=ListOf(Interval(int, 10)),
     ica_sources=ListOf(Text(_source_kind, "'laplace', 'uniform', 'gaussian' or 'gennorm_<beta>' "
                                           "with beta > 0"), unique=True),
-    ica_dim=Interval(int, 2), ica_repeats=POSITIVE_INT, dry_run=DRY_RUN,
+    ica_dim=Interval(int, 2), ica_repeats=POSITIVE_INT, executor=EXECUTOR, scheduler=SCHEDULER,
+    dry_run=DRY_RUN,
 )
 
 RULES = []
