@@ -182,10 +182,7 @@ def _chapters():
     from nearid.book import runner
 
     root = Path(__file__).resolve().parents[2]
-    # Chapter 07's one figure is being redrawn with the summary (issue 22, item 1): it gets
-    # its alt text there.
-    return [pytest.param(ch, id=ch.key, marks=pytest.mark.xfail(reason="redrawn in issue 22, item 1", strict=False))
-            if ch.key.startswith("07_") else pytest.param(ch, id=ch.key) for ch in runner.list_chapters(root)]
+    return [pytest.param(ch, id=ch.key) for ch in runner.list_chapters(root)]
 
 
 @pytest.mark.parametrize("chapter", _chapters())

@@ -145,3 +145,44 @@ def test_the_committed_reference_is_complete_and_portable(root, profile):
         assert doc["profile"] == profile, f
         assert doc["kernels"]["portable"] is True and doc["kernels"]["mode"] == "portable", f
         assert doc["params"] == profiles.resolve(f.stem, profile), f  # the profile as it stands
+
+
+def test_an_alternate_reference_is_exact_and_says_so(book, monkeypatch, capsys):
+    """Where the portable kernels are known not to be enough on one kind of CPU, a chapter may
+    match an alternate recorded whole on that CPU, with the CPU and the reason in its index;
+    the report names it. A build matching neither is reported against the primary."""
+    root, keys = book
+    monkeypatch.setenv("NEARID_ROOT", str(root))
+    ex, ref = root / "book" / "executed", root / "book" / "reference" / "smoke"
+    _write(ex, {keys[3]: _doc(estimate=0.3)})
+    assert not reference.verify(ex, ref, "smoke").ok
+    assert main(["verify", "--profile", "smoke", "--update", "--only", keys[3][:2], "--alternate", "zen5"]) == 2
+    assert "needs --update and --why" in capsys.readouterr().err
+    assert main(["verify", "--profile", "smoke", "--update", "--only", keys[3][:2], "--alternate", "zen5",
+                 "--why", "trains to other weights there"]) == 0
+    assert "alternate references 'zen5'" in capsys.readouterr().out
+    index = json.loads((ref / "alternates" / "index.json").read_text())
+    assert index[f"{keys[3]}.zen5.json"]["why"] == "trains to other weights there" and index[f"{keys[3]}.zen5.json"]["cpu"]
+    assert json.loads((ref / f"{keys[3]}.json").read_text())["verdicts"]["claim_a"]["estimate"] == 0.25  # primary kept
+    rep = reference.verify(ex, ref, "smoke")
+    assert rep.ok and keys[3] in rep.alternates
+    assert f"note: {keys[3]} matches its alternate reference {keys[3]}.zen5.json" in rep.text()
+    _write(ex, {keys[3]: _doc()})  # the primary's numbers: matched without the alternate
+    rep = reference.verify(ex, ref, "smoke")
+    assert rep.ok and not rep.alternates
+    _write(ex, {keys[3]: _doc(estimate=0.35)})  # neither: the differences from the primary
+    rep = reference.verify(ex, ref, "smoke")
+    assert [d.reference for d in rep.differences] == [0.25]
+    (ref / "alternates" / "index.json").write_text("{}")  # an alternate must say why it exists
+    with pytest.raises(ValueError, match="needs an entry"):
+        reference.verify(ex, ref, "smoke")
+    with pytest.raises(ValueError, match="per chapter"):
+        reference.update(ex, ref, "smoke", alternate=("zen5", "why"))
+
+
+def test_cpu_signature_tells_zen_generations_apart():
+    info = "model name\t: AMD EPYC\ncpu family\t: 26\nmodel\t\t: 2\nflags\t\t: fpu avx2 avx512f\n"
+    assert reference.cpu_signature("AMD EPYC", info) == "AMD EPYC (family 26, model 2; AVX-512)"
+    info3 = "cpu family\t: 25\nmodel\t\t: 1\nflags\t\t: fpu avx2\n"
+    assert reference.cpu_signature("AMD EPYC", info3) == "AMD EPYC (family 25, model 1; no AVX-512)"
+    assert reference.cpu_signature("Some CPU", "") == "Some CPU"

@@ -12,6 +12,15 @@ Numbers are compared exactly by default: with the portable CPU kernels
 (:mod:`nearid.kernels`) the same seed and profile give the same bits on any x86-64 CPU with
 AVX2. ``rtol``/``atol`` are for the runs that cannot be bit-identical (a GPU), and then a
 verdict must still match.
+
+**Alternates.** Where the portable kernels are known not to be enough (chapter 04's
+ResNet-18 trains to other weights on an AMD Zen 5 than on a Zen 3, for a reason not yet
+found), a chapter may also have *alternate* references, each recorded whole on one kind of
+CPU: ``alternates/NN_slug.LABEL.json`` beside the reference, with ``alternates/index.json``
+saying, for each file, the CPU it was recorded on and why it exists. A build matches when
+it equals the reference or one alternate in every value; the report says which one it
+matched. Nothing is compared with a tolerance: each alternate is exact, and a build that
+matches neither lists its differences from the reference.
 """
 
 from __future__ import annotations
@@ -70,6 +79,7 @@ class Report:
     compared: int = 0
     differences: list[Difference] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # files missing, wrong profile, ...
+    alternates: dict[str, str] = field(default_factory=dict)  # chapter -> the alternate it matched
 
     @property
     def ok(self) -> bool:
@@ -86,6 +96,8 @@ class Report:
                 f"compared, {len(self.differences)} differ ({len(verdicts)} verdicts)")
         if self.ok:
             head += ": the build matches the reference"
+        for key, note in self.alternates.items():
+            lines.append(f"note: {key} matches its alternate reference {note}, not the primary one")
         return "\n".join([head, *lines])
 
 
@@ -154,6 +166,28 @@ def _chapter_files(folder: Path) -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("[0-9][0-9]_*.json")) if p.stem in profiles.CHAPTERS}
 
 
+ALTERNATES = "alternates"
+
+
+def _alternates(ref_dir: Path, key: str) -> list[tuple[str, str, Any]]:
+    """The alternate references of chapter ``key``: (file name, what the index says, JSON).
+    An alternate without an entry in ``alternates/index.json`` is an error: each one must say
+    the CPU it was recorded on and why it exists."""
+    folder = ref_dir / ALTERNATES
+    files = sorted(folder.glob(f"{key}.*.json"))
+    if not files:
+        return []
+    index = json.loads((folder / "index.json").read_text()) if (folder / "index.json").exists() else {}
+    out = []
+    for path in files:
+        entry = index.get(path.name)
+        if not entry or not entry.get("cpu") or not entry.get("why"):
+            raise ValueError(f"{path}: an alternate reference needs an entry in {folder / 'index.json'} "
+                             "with its 'cpu' and 'why'")
+        out.append((path.name, f"recorded on {entry['cpu']}: {entry['why']}", json.loads(path.read_text())))
+    return out
+
+
 def verify(executed: Path, ref_dir: Path, profile: str, *, rtol: float = 0.0, atol: float = 0.0,
            chapters: list[str] | None = None) -> Report:
     """Compare every chapter of the reference (or ``chapters``) with ``executed``'s JSON."""
@@ -179,6 +213,13 @@ def verify(executed: Path, ref_dir: Path, profile: str, *, rtol: float = 0.0, at
             continue
         report.chapters.append(key)
         n, diffs = compare_json(doc, ref, chapter=key, rtol=rtol, atol=atol)
+        if diffs:
+            for name, why, alt in _alternates(ref_dir, key):
+                n_alt, alt_diffs = compare_json(doc, alt, chapter=key, rtol=rtol, atol=atol)
+                if not alt_diffs:
+                    n, diffs = n_alt, []
+                    report.alternates[key] = f"{name} ({why})"
+                    break
         report.compared += n
         report.differences += diffs
     extra = sorted(set(ours) - set(refs)) if chapters is None else []
@@ -187,11 +228,17 @@ def verify(executed: Path, ref_dir: Path, profile: str, *, rtol: float = 0.0, at
     return report
 
 
-def update(executed: Path, ref_dir: Path, profile: str, chapters: list[str] | None = None) -> list[str]:
+def update(executed: Path, ref_dir: Path, profile: str, chapters: list[str] | None = None,
+           alternate: tuple[str, str] | None = None) -> list[str]:
     """Rewrite ``ref_dir`` from ``executed``: every chapter's JSON, or only ``chapters`` (the
     others are kept as committed). Each must be of ``profile`` and computed with portable
     kernels (a reference others are checked against must be reproducible). Returns the
-    chapters written."""
+    chapters written. ``alternate=(label, why)`` writes ``chapters`` as alternate references
+    ``alternates/NN_slug.LABEL.json`` instead, indexed with this CPU and ``why``. Rewriting the
+    whole reference drops the alternates: numbers that moved on purpose need them recorded
+    again, on their CPUs."""
+    if alternate is not None:
+        return _update_alternate(executed, ref_dir, profile, chapters, *alternate)
     found = _chapter_files(executed)
     if not found:
         raise FileNotFoundError(f"no executed chapter results in {executed}: run `nearid book --profile {profile}` first")
@@ -222,3 +269,46 @@ def update(executed: Path, ref_dir: Path, profile: str, chapters: list[str] | No
     for key, doc in docs.items():
         atomic_write_text(ref_dir / f"{key}.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return sorted(docs)
+
+
+def _update_alternate(executed: Path, ref_dir: Path, profile: str, chapters: list[str] | None,
+                      label: str, why: str) -> list[str]:
+    """Record ``chapters`` of ``executed`` as alternates labelled ``label`` (see the module)."""
+    from nearid import kernels
+
+    if not chapters:
+        raise ValueError("an alternate reference is recorded per chapter: name them (--only)")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", label) or not why.strip():
+        raise ValueError("an alternate needs a label of lower-case letters, digits and dashes, and a reason")
+    found = _chapter_files(executed)
+    folder = ref_dir / ALTERNATES
+    folder.mkdir(parents=True, exist_ok=True)
+    index_path = folder / "index.json"
+    index = json.loads(index_path.read_text()) if index_path.exists() else {}
+    for key in chapters:
+        if key not in found:
+            raise FileNotFoundError(f"no executed results for {key} in {executed}")
+        doc = json.loads(found[key].read_text())
+        if doc.get("profile") != profile or not (doc.get("kernels") or {}).get("portable"):
+            raise ValueError(f"{found[key]}: not a portable {profile} build")
+        name = f"{key}.{label}.json"
+        atomic_write_text(folder / name, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        index[name] = {"cpu": cpu_signature(kernels.record().get("cpu") or "unknown CPU"), "why": why.strip()}
+    atomic_write_text(index_path, json.dumps(index, indent=2, sort_keys=True) + "\n")
+    return sorted(chapters)
+
+
+def cpu_signature(name: str, cpuinfo: str | None = None) -> str:
+    """The CPU's name with its family and model numbers and whether it has AVX-512 (from
+    /proc/cpuinfo): what tells an AMD Zen 3 (family 25) from a Zen 5 (family 26) that both
+    call themselves "AMD EPYC"."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return name
+    fields = dict(re.findall(r"^(cpu family|model|flags)\s*:\s*(.*)$", cpuinfo, flags=re.M))
+    if "cpu family" not in fields:
+        return name
+    wide = "AVX-512" if "avx512f" in fields.get("flags", "").split() else "no AVX-512"
+    return f"{name} (family {fields['cpu family']}, model {fields.get('model', '?')}; {wide})"

@@ -165,10 +165,14 @@ def _cmd_verify(args) -> int:
     executed = Path(args.executed) if args.executed else runner.default_out_dir(root)
     ref_dir = reference.reference_dir(root, args.profile)
     only = [profiles.chapter_key(c) for c in args.only] if args.only else None
+    if args.alternate and not (args.update and args.why):
+        print("nearid verify: --alternate LABEL needs --update and --why TEXT", file=sys.stderr)
+        return EXIT_REFUSED
     if args.update:
-        written = reference.update(executed, ref_dir, args.profile, chapters=only)
-        print(f"reference {ref_dir.relative_to(root)} rewritten from {len(written)} chapters: "
-              f"{', '.join(written)}")
+        alternate = (args.alternate, args.why) if args.alternate else None
+        written = reference.update(executed, ref_dir, args.profile, chapters=only, alternate=alternate)
+        what = f"alternate references '{args.alternate}' in" if alternate else "reference"
+        print(f"{what} {ref_dir.relative_to(root)} rewritten from {len(written)} chapters: {', '.join(written)}")
         return 0
     report = reference.verify(executed, ref_dir, args.profile, rtol=args.rtol, atol=args.atol, chapters=only)
     print(report.text())
@@ -241,6 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, default=0.0,
                    help="relative tolerance per number (default 0: bit-identical)")
     p.add_argument("--atol", type=float, default=0.0, help="absolute tolerance per number (default 0)")
+    p.add_argument("--alternate", metavar="LABEL",
+                   help="with --update --only CH --why TEXT: record an alternate reference for this kind of CPU "
+                        "(where the portable kernels are known not to be enough; see book/rerun.md)")
+    p.add_argument("--why", metavar="TEXT", help="why the alternate reference exists (kept in its index)")
     p.set_defaults(func=_cmd_verify)
 
     # `nearid align` parses its own arguments (nearid.cli.align): registering it here without
