@@ -6,6 +6,15 @@ script defining ``THEBE_JS_URL = "https://unpkg.com/thebe@.../lib/index.js"`` in
 and links ``sphinx-thebe.js`` (which loads that URL when a thebe button is pressed) and
 ``sphinx-thebe.css``. This book launches no kernel (execution is off; there are no thebe or
 Binder buttons), so these are dropped from every page before it is written.
+
+For ``make pdf`` (:mod:`nearid.book.pdf`), the single-page build: Sphinx gives a builder the
+node handlers registered under its own name, and only when there are none those of its
+format. Some extension registers handlers under "singlehtml", so the single-page build lost
+every handler myst-nb and sphinx-jupyterbook-latex register for "html" (``HideCodeCellNode``,
+``HiddenCellNode``, ...) and stopped on the first hidden cell. The "html" handlers are copied
+under "singlehtml" (its own ones win) when that builder starts. Sphinx also adds MathJax only
+to pages it saw equations on, and it sees none on the assembled page: that builder loads
+every asset (``html_assets_policy = "always"``).
 """
 
 from __future__ import annotations
@@ -31,6 +40,16 @@ def drop_thebe_assets(app, pagename, templatename, context, doctree) -> None:
             context[key] = [a for a in assets if not is_thebe_asset(a)]
 
 
+def share_html_handlers(app) -> None:
+    """``builder-inited``: the single-page builder gets the node handlers of "html" too."""
+    if app.builder.name != "singlehtml":
+        return
+    handlers = app.registry.translation_handlers
+    handlers["singlehtml"] = {**handlers.get("html", {}), **handlers.get("singlehtml", {})}
+    app.set_html_assets_policy("always")
+
+
 def setup(app) -> dict[str, Any]:
     app.connect("html-page-context", drop_thebe_assets)
+    app.connect("builder-inited", share_html_handlers)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -36,3 +36,15 @@ def test_prints_a_page(tmp_path):
     html.write_text("<html><body><h1>nearid</h1><p>a page</p></body></html>")
     out = pdf.print_pdf(pdf.find_browser(), html, tmp_path / "book.pdf")
     assert out.read_bytes()[:5] == b"%PDF-" and out.stat().st_size > 500
+
+
+def test_the_single_page_is_copied_to_the_root(tmp_path):
+    """Jupyter Book's index.html redirects to book/intro.html, whose asset links are written as
+    if it sat at the root: the page printed is a copy there."""
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "intro.html").write_text('<script src="_static/mathjax/tex-chtml.js"></script>')
+    (tmp_path / "index.html").write_text('<meta http-equiv="Refresh" content="0; url=book/intro.html" />')
+    page = pdf.single_page(tmp_path)
+    assert page.parent == tmp_path and "_static/mathjax" in page.read_text()
+    with pytest.raises(FileNotFoundError):
+        pdf.single_page(tmp_path / "nowhere")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,21 @@ def find_browser() -> str | None:
 def singlehtml_command(root: Path) -> list[str]:
     """Jupyter Book's single-page build of the executed book (into ``_build/singlehtml``)."""
     return [str(Path(sys.executable).with_name("jupyter-book")), "build", str(root), "--builder", "singlehtml"]
+
+
+def single_page(folder: Path) -> Path:
+    """The single page, at the build's root. Jupyter Book writes ``index.html`` as a redirect
+    to the root document (``book/intro.html``), whose links Sphinx computes as if it sat at the
+    root (``_static/...``, ``_images/...``): copied there, every asset and MathJax resolve."""
+    index = folder / "index.html"
+    if not index.exists():
+        raise FileNotFoundError(f"{index}: the single-page build wrote no index")
+    found = re.search(r'url=([^"\s]+\.html)', index.read_text())
+    if not found:
+        return index
+    page = folder / "nearid-book.html"
+    page.write_text((folder / found.group(1)).read_text())
+    return page
 
 
 def print_command(browser: str, html: Path, pdf: Path, budget_ms: int = 60_000) -> list[str]:
@@ -79,10 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         if rc != 0:
             print(f"nearid pdf: the single-page build failed (exit {rc})", file=sys.stderr)
             return 1
-    html = root / "_build" / "singlehtml" / "index.html"
     try:
-        pdf = print_pdf(browser, html, root / args.out)
-    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        pdf = print_pdf(browser, single_page(root / "_build" / "singlehtml"), root / args.out)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
         print(f"nearid pdf: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {pdf.relative_to(root) if pdf.is_relative_to(root) else pdf} ({pdf.stat().st_size / 1e6:.1f} MB)")
