@@ -44,7 +44,7 @@ import seaborn as sns
 import nearid
 from nearid import verdicts
 from nearid.align import LinearAlignment, RigidAlignment, alignment_table
-from nearid.book import plotting, results
+from nearid.book import plotting, results, tables
 from nearid.book.profiles import resolve
 from nearid.book.results import glue
 from nearid.data import toy
@@ -126,11 +126,16 @@ if P.dry_run:
 #
 # ## Three transform families
 #
+# ```{table} The three transform families: what each may ignore, and the estimator that fits it.
+# :name: tbl-01-families
+# :class: nearid-table
+#
 # | family $H$ | what it may ignore | estimator in `nearid.align` |
 # | --- | --- | --- |
 # | signed permutations | which axis is which, and each axis's sign (and, in our estimator, scale) | `SignedPermutationAlignment` |
 # | rigid maps | any rotation or reflection, and a translation | `RigidAlignment` |
 # | invertible linear maps | any affine change of coordinates | `LinearAlignment` |
+# ```
 #
 # The smaller the family, the stronger the statement: identifiability up to
 # {term}`signed permutations <Signed permutation>` means every axis of the representation
@@ -159,7 +164,11 @@ Z = toy.sample_sources("laplace", S["n_points"], 3, rng)
 R = toy.random_orthogonal(3, rng)
 noise = ch01_definitions.rigid_residuals(Z, Z @ R, noise_levels=P.noise_levels, seed=P.seed)
 clean = noise[noise.noise == 0].set_index("family").error
-clean
+
+# %% tags=["remove-input"]
+tables.table(clean.rename(index=tables.FAMILY_LABELS).rename_axis("family").to_frame("held-out error"),
+             "A rotated copy without noise: the normalised held-out error of each transform family "
+             "(a fraction of the diameter).", "tbl-01-rotated", formats={"held-out error": tables.significant})
 
 # %% tags=["remove-cell"]
 glue("rot_perm", clean["permutation"])
@@ -186,7 +195,7 @@ ax.legend(handles, labels, title="family")
 plt.show()
 
 # %% [markdown]
-# Without noise the rigid error is {glue:text}`rot_rigid:.1e` and the linear error
+# Without noise ({numref}`tbl-01-rotated`) the rigid error is {glue:text}`rot_rigid:.1e` and the linear error
 # {glue:text}`rot_linear:.1e` (zero up to floating point), while the best signed
 # permutation leaves an error of {glue:text}`rot_perm:.3f` of the diameter: a rotation is
 # invisible to the rigid family and fully visible to the permutation family. ICA, which never
@@ -290,7 +299,18 @@ if "gaussian" in P.ica_sources and len(P.ica_sources) > 1:
     decided["gaussian_unresolved"] = ch01_definitions.gaussian_verdict(sweep)
 for name, v in decided.items():
     print(f"{name:20s} {v}")
-summary.round(3)
+
+# %% tags=["remove-input"]
+def source_label(name: str) -> str:
+    """A source distribution as the text names it."""
+    return {"laplace": "Laplace", "gaussian": "Gaussian"}.get(name, name.replace("gennorm_", "generalised normal, "
+                                                                                  "shape "))
+
+
+tables.table(summary.rename(index=source_label).rename_axis(index="source", columns=None)
+             .rename(columns=lambda n: f"n = {n:,}"),
+             "Mean Amari distance of whitening + FastICA's unmixing from a signed permutation, per "
+             "source distribution (rows) and sample size (columns).", "tbl-01-amari")
 
 # %% tags=["remove-cell"]
 n_min, n_max = min(S["ica_sample_sizes"]), max(S["ica_sample_sizes"])
@@ -316,7 +336,7 @@ claims = {k: verdicts.claim(v, CLAIMS[k][0], section="ch01-verdict", ours_label=
           for k, v in decided.items()}
 
 # %% [markdown]
-# {numref}`fig-01-ica` and the table show the sweep. Over the non-Gaussian sources, the worst
+# {numref}`fig-01-ica` and {numref}`tbl-01-amari` show the sweep. Over the non-Gaussian sources, the worst
 # mean Amari distance is {glue:text}`amari_nongauss_min:.3f` at $n=${glue:text}`n_min` and
 # {glue:text}`amari_nongauss_max:.3f` at $n=${glue:text}`n_max`. Per source and repeat, the
 # distance at the smallest $n$ exceeds that at the largest by
@@ -363,7 +383,12 @@ near = ch01_definitions.ica_amari_sweep(sample_sizes=[300, 3000], sources=["lapl
 near_table = near.groupby(["source", "n"]).amari.mean().unstack("n")
 for src in near_table.index:
     glue(f"near_{src}", float(near_table.loc[src, 3000]))
-near_table.round(3)
+
+# %% tags=["remove-input"]
+tables.table(near_table.rename(index=source_label).rename_axis(index="source", columns=None)
+             .rename(columns=lambda n: f"n = {n:,}"),
+             "Exercise solution: mean Amari distance for sources on either side of the Gaussian "
+             "(generalised normal shapes 1.8 and 2.2) and Laplace, over three repeats.", "tbl-01-ex-near")
 
 # %% [markdown]
 # ICA separates sources by how far their distribution is from a Gaussian, so sources close
@@ -394,7 +419,12 @@ strict = RigidAlignment(scale=False).fit(Z[:half], 3 * Z[:half] @ R).score(Z[hal
 glue("scaled_rigid", scaled["rigid"])
 glue("scaled_linear", scaled["linear"])
 glue("scaled_strict", strict)
-{"rigid (global scale)": scaled["rigid"], "linear": scaled["linear"], "rigid, scale=False": strict}
+
+# %% tags=["remove-input"]
+tables.table(pd.DataFrame({"held-out error": {"rigid (one global scale)": scaled["rigid"], "linear": scaled["linear"],
+                                              "rigid, scale=False": strict}}).rename_axis("family"),
+             "Exercise solution: errors of the scaled copy $3\\,ZR$.", "tbl-01-ex-scaled",
+             formats={"held-out error": tables.significant})
 
 # %% [markdown]
 # Linear maps absorb any scale, and our default rigid family allows one global scale, so
@@ -439,7 +469,11 @@ glue("lin_eps2", 2 * eps)
 glue("lin_s1_vs", "within" if stretch.loc[1, "largest error"] <= 2 * eps else "above")
 glue("lin_s1", stretch.loc[1, "largest error"])
 glue("lin_s100", stretch.loc[100, "largest error"])
-stretch.round(4)
+
+# %% tags=["remove-input"]
+tables.table(stretch.rename(columns={"2 eps": "2 ε (bound for isometries)"}),
+             "Exercise solution: the largest error of the fitted linear map from run 2 to run 1, against "
+             "the stretch $s$ of the mixing.", "tbl-01-ex-linear")
 
 # %% [markdown]
 # With $s = 1$ the map $A$ is a rotation, the family behaves like the rigid one, and the

@@ -17,8 +17,8 @@
 #
 # {prf:ref}`thm-structural` says that when data are generated from independent non-Gaussian
 # factors $u$ by a map $g$ that is close to an {term}`isometry <Isometry>`, an autoencoder
-# that reconstructs well learns $g^{-1}$ up to a rigid map, and {term}`whitening <Whitening>`
-# + {term}`ICA` then recovers the factors' axes. The paper illustrates this with "a simple
+# that reconstructs well learns $g^{-1}$ up to a rigid map, and
+# {term}`whitening <Whitening>` + {term}`ICA` then recovers the factors' axes. The paper illustrates this with "a simple
 # isometric data-generating process" (its Figure 1) and prints no numbers for it.
 #
 # Here we build such a process with a knob $\delta$ on how far $g$ is from an isometry,
@@ -40,13 +40,14 @@ results_path = None
 # %% tags=["hide-input"]
 import nearid  # first: it pins the CPU kernels before numpy and torch load (nearid.kernels)
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
 import nearid
 from nearid import verdicts
 from nearid.align import match_columns
-from nearid.book import plotting, results
+from nearid.book import plotting, results, tables
 from nearid.book.profiles import resolve
 from nearid.book.results import glue, glue_verdict
 from nearid.data.toy import blob_images
@@ -162,17 +163,24 @@ plt.show()
 stat = sweep.pairs.groupby(["delta", "family"]).error.mean().unstack("family")
 models = sweep.models.groupby("delta").mean(numeric_only=True)
 d_min, d_max = min(P.deltas), max(P.deltas)
-table = pd.DataFrame({
-    "bi-Lipschitz": models["bilipschitz"], "test MSE": models["test_mse"],
-    "seeds: perm": stat["permutation"], "seeds: rigid": stat["rigid"], "seeds: ICA": stat["ica"],
-    "u: rigid": models["rigid_error"], "u: linear": models["linear_error"], "u: ICA": models["ica_perm_error"],
-    "MCC AE": models["mcc"], "MCC AE+ICA": models["mcc_ica"],
-})
-table.index.name = "delta"
-table.style.format("{:.3f}").format("{:.1e}", subset=["test MSE"]).format_index("{:.2f}")
+between = pd.DataFrame({"bi-Lipschitz constant": models["bilipschitz"], "test MSE": models["test_mse"],
+                        "signed permutation": stat["permutation"], "rigid": stat["rigid"],
+                        "whitening + ICA": stat["ica"]}).rename_axis("δ")
+tables.table(between, "Statistical identifiability per $\\delta$: the measured bi-Lipschitz constant of $g$, the "
+             "held-out reconstruction MSE, and the error between seeds of each family (means over seeds and "
+             "pairs of seeds).", "tbl-02-seeds", formats={"δ": "{:.2f}", "test MSE": tables.significant})
+
+# %% tags=["remove-input"]
+to_u = pd.DataFrame({"rigid": models["rigid_error"], "linear": models["linear_error"],
+                     "ICA + signed permutation": models["ica_perm_error"], "MCC, AE": models["mcc"],
+                     "MCC, AE + ICA": models["mcc_ica"]}).rename_axis("δ")
+tables.table(to_u, "Structural identifiability per $\\delta$: the error from the codes to the true factors $u$ "
+             "after each map, and the MCC to $u$ of the raw codes and after whitening + ICA (means over "
+             "seeds).", "tbl-02-factors", formats={"δ": "{:.2f}"})
 
 # %% [markdown]
-# The table gives the means per $\delta$ (errors are fractions of the target's diameter).
+# {numref}`tbl-02-seeds` and {numref}`tbl-02-factors` give the means per $\delta$ (errors are
+# fractions of the target's diameter).
 #
 # (ch02-verdict)=
 # ## Verdicts
@@ -324,7 +332,12 @@ ablation = pd.DataFrame({
 }).T
 wd = ch02.weight_decay_verdict(sweep.models, result.ablation.models, d_min)
 print(wd)
-ablation.round(4)
+
+# %% tags=["remove-input"]
+tables.table(ablation.rename(columns={"rigid_error": "rigid error to u", "linear_error": "linear error to u",
+                                      "mcc_ica": "MCC, AE + ICA"}).rename_axis("training"),
+             "The weight-decay ablation at the smallest $\\delta$: the same seeds trained with and without "
+             "weight decay (means over seeds).", "tbl-02-weight-decay", digits=4)
 
 # %% tags=["remove-cell"]
 glue_verdict("wd", wd, digits=4)
@@ -335,9 +348,9 @@ hypotheses = {"weight_decay_makes_codes_rigid": verdicts.claim(
     "linear error to u", section="ch02-weight-decay", ours_label="gap without - gap with weight decay")}
 
 # %% [markdown]
-# The gap between the rigid and the linear error to $u$ is {glue:text}`gap_wd:.4f` with weight
-# decay and {glue:text}`gap_nowd:.4f` without; per seed, removing weight decay changes it by
-# {glue:text}`wd_estimate` (95% t interval {glue:text}`wd_low` to
+# The gap between the rigid and the linear error to $u$ ({numref}`tbl-02-weight-decay`) is
+# {glue:text}`gap_wd:.4f` with weight decay and {glue:text}`gap_nowd:.4f` without; per seed,
+# removing weight decay changes it by {glue:text}`wd_estimate` (95% t interval {glue:text}`wd_low` to
 # {glue:text}`wd_high`, {glue:text}`wd_n` seeds): **{glue:text}`wd_verdict`**. Only an
 # interval above 0 would say that weight decay is part of what pins the codes to a
 # near-rotation here. Otherwise another candidate is the implicit bias of gradient descent:
@@ -463,7 +476,13 @@ for kind in rows:
     for col, key in (("mcc_ica", "mcc_ica"), ("rigid_error", "rigid"), ("seeds: perm", "perm"),
                      ("seeds: ICA", "ica")):
         glue(f"{kind}_{key}", gauss.loc[kind, col])
-gauss.round(3)
+
+# %% tags=["remove-input"]
+tables.table(gauss.rename(columns={"rigid_error": "rigid error to u", "mcc": "MCC, AE", "mcc_ica": "MCC, AE + ICA",
+                                   "seeds: perm": "between seeds: signed permutation",
+                                   "seeds: ICA": "between seeds: ICA"}).rename_axis("factors"),
+             "Exercise solution: smoke-sized autoencoders at $\\delta = 0$ with uniform and with Gaussian "
+             "factors (means over two seeds).", "tbl-02-ex-gauss")
 
 # %% [markdown]
 # The rigid error to $u$ should not depend on the factors' distribution, since it measures
@@ -501,7 +520,14 @@ rescored = pd.DataFrame({str(rule): pd.DataFrame([structural_scores(Zs, sweep.fa
 for rule in ("all", "2"):
     glue(f"rule{rule}_perm", rescored.loc[rule, "ica_perm_error"])
     glue(f"rule{rule}_mcc", rescored.loc[rule, "mcc_ica"])
-rescored.round(3)
+
+# %% tags=["remove-input"]
+tables.table(rescored.rename(index={"all": "every direction", "2": "two components"},
+                             columns={"ica_components": "components kept", "mcc_ica": "MCC, AE + ICA",
+                                      "ica_perm_error": "ICA + signed permutation error to u"})
+             .astype({"components kept": int}).rename_axis("whitening keeps"),
+             "Exercise solution: the codes of the smallest $\\delta$ rescored with whitening onto every "
+             "direction and onto two components (means over seeds).", "tbl-02-ex-components")
 
 # %% [markdown]
 # With two components one factor is invisible to ICA, and the signed permutation can only
@@ -543,14 +569,31 @@ for width in (P.image_size / 8, P.image_size / 3):
     curves[f"width {width:.1f} px"] = pd.Series(d_img).groupby(pd.cut(d_pos, bins), observed=False).mean()
 curve = pd.DataFrame(curves)
 curve.index.name = "position distance (px)"
-curve.round(3)
+# where each curve levels off: the first bin whose mean image distance reaches 95% of the curve's largest
+plateau = {name: int(np.argmax(c.to_numpy() >= 0.95 * c.max())) for name, c in curve.items()}
+narrow, wide = curve.columns
+for tag, name in (("narrow", narrow), ("wide", wide)):
+    glue(f"blob_{tag}", name)
+    iv = curve.index[plateau[name]]
+    glue(f"blob_{tag}_flat", f"{iv.left:g} to {iv.right:g} px")
+glue("blob_compare", "at a larger separation than" if plateau[wide] > plateau[narrow] else
+     "at the same separation as" if plateau[wide] == plateau[narrow] else "at a smaller separation than")
+
+# %% tags=["remove-input"]
+tables.table(curve.set_axis([f"{iv.left:g} to {iv.right:g}" for iv in curve.index]).rename_axis("position distance (px)"),
+             "Exercise solution: mean image distance (relative to the largest) in bins of position distance, "
+             "for a narrow and a wide blob.", "tbl-02-ex-blob")
 
 # %% [markdown]
-# Each column is the mean image distance (relative to the largest) in bins of position
-# distance. The narrow blob's image distance stops growing once the blobs no longer overlap,
-# a few widths apart; the wide blob keeps growing over a longer range, so its map is closer
-# to a global isometry (up to scale) and its codes should bend less, at the price of
-# neighbouring images that differ less.
+# Each column is the mean image distance in bins of position distance. The image distance of
+# the narrow blob ({glue:text}`blob_narrow`) first reaches 95% of its largest value at
+# position distances of {glue:text}`blob_narrow_flat`; the wide blob's
+# ({glue:text}`blob_wide`) at {glue:text}`blob_wide_flat`, {glue:text}`blob_compare` the
+# narrow one. Beyond it the image distance grows by at most a twentieth of its largest value
+# (the blobs hardly overlap any more), so the map is close to isometric (up to scale) only at
+# smaller separations. The wider the blob, the
+# longer the range over which its map is close to a global isometry and the less its codes
+# should bend, at the price of neighbouring images that differ less.
 #
 # ```{solution-end}
 # ```

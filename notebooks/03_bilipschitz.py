@@ -43,14 +43,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from IPython.display import display
 
 import nearid
 from nearid import paper
-from nearid.book import plotting, results
+from nearid.book import plotting, results, tables
 from nearid.book.profiles import resolve
 from nearid.book.results import glue
 from nearid.claims import registry as claims_registry
+from nearid.experiments import ch03_bilipschitz as ch03
 from nearid.experiments.ch03_bilipschitz import (BiLipschitzSweep, chapter_sweeps, fit_sweeps, fit_theory_curve,
                                                  leak_effect, rank_correlation, same_proportionality,
                                                  theory_fit_intervals)
@@ -508,17 +508,17 @@ else:
 # {numref}`fig-03-digit-scale`).
 
 # %% tags=["remove-input"]
-captions = {"leak_moves_L": "A.3", "rigid_rises_with_L": "2", "rigid_rises_with_Lmax": "A.4",
-            "rigid_rises_with_L_nonlinear": "2", "recon_improves_with_L": "A.5", "digits_rigid_rises_with_L": "A.6"}
-table = pd.DataFrame([{"paper (caption)": f"Figure {captions[k]}: {paper.FIGURE_CAPTIONS_BILIPSCHITZ[captions[k]]}",
-                       "ours": f"{v['ours_label']} = {v['estimate']:.2f} [{v['low']:.2f}, {v['high']:.2f}]",
-                       "verdict": v["verdict"]} for k, v in verdicts.items()], index=list(verdicts))
-with pd.option_context("display.max_colwidth", None):
-    display(table.style.set_properties(**{"text-align": "left", "white-space": "normal"}))
+figure = {k: f"Figure {f}: {paper.FIGURE_CAPTIONS_BILIPSCHITZ[f]}" for k, f in ch03.CLAIM_FIGURES.items()}
+table = pd.DataFrame([{"claim": ch03.CLAIM_LABELS[k], "verdict": v["verdict"],
+                       "estimate [95% interval]": tables.interval(v["estimate"], v["low"], v["high"]),
+                       "our statistic": v["ours_label"], "the paper's caption": figure[k]} for k, v in verdicts.items()])
+tables.table(table, "Our verdicts beside the paper's captions: each claim's verdict, its estimate with the 95% "
+             "interval, the statistic, and the caption of the paper's figure.", "tbl-03-verdicts", index=False)
 
 # %% tags=["remove-input"]
-cols = ["alpha", "weight_decay", "L_mean", "L_max", "L_mean_local", "rigid_error", "linear_error", "recon_error"]
-summary[cols].round(4)
+tables.table(summary[list(ch03.SUMMARY_LABELS)].rename(columns=ch03.SUMMARY_LABELS).set_index(["α", "weight decay"]),
+             "Means per setting over seeds: the measured constants, the errors between pairs of seeds, and the "
+             "held-out reconstruction error per pixel.", "tbl-03-settings", formats={"α": "{:g}", "weight decay": "{:g}"})
 
 # %% tags=["remove-cell"]
 n_verdicts = pd.Series([v["verdict"] for v in verdicts.values()]).value_counts()
@@ -526,7 +526,8 @@ glue("verdict_counts", ", ".join(f"{k} {n_verdicts.get(k, 0)}" for k in ("holds"
 
 # %% [markdown]
 # **What we saw.** Verdicts of the chapter's claims: {glue:text}`verdict_counts` (each
-# decided by its interval above; the table lists them). Whether the slope $\alpha$ moves the
+# decided by its interval above; {numref}`tbl-03-verdicts` lists them, and
+# {numref}`tbl-03-settings` gives the means per setting). Whether the slope $\alpha$ moves the
 # measured constant towards the linear end: {glue:text}`knob_verdict`; with the usual convention
 # a linear decoder is expected to be the most nearly isometric, so the paper's "$\alpha \to 0$"
 # reads as our "$\alpha \to 1$". For the rigid error between seeds the verdict is
@@ -595,7 +596,12 @@ small = dict(n_train=1000, n_test=500, latent_dim=P.latent_dim, hidden=tuple(P.h
              tie_encoder=True, executor=P.executor, scheduler=P.scheduler, log=None)
 wd_sweep = BiLipschitzSweep(alphas=[1.0], seeds=2, weight_decays=[0.0, 0.5, 2.0], **small).fit()
 wd_table = wd_sweep.summary()[["weight_decay", "L_mean", "recon_error", "rigid_error"]]
-wd_table
+
+# %% tags=["remove-input"]
+tables.table(wd_table.rename(columns={"weight_decay": "weight decay", "L_mean": "L mean", "recon_error":
+                                      "reconstruction MSE", "rigid_error": "rigid error"}).set_index("weight decay"),
+             "Exercise solution: smoke-sized linear autoencoders (two seeds) at three weight decays.",
+             "tbl-03-ex-wd", formats={"weight decay": "{:g}"})
 
 # %% tags=["remove-cell"]
 wd_L = wd_table.set_index("weight_decay").L_mean
@@ -630,16 +636,24 @@ latent = pd.concat([
     BiLipschitzSweep(alphas=[0.0, 1.0], seeds=2, weight_decays=[P.digit_weight_decay],
                      **{**small, "latent_dim": d}).fit().summary().assign(latent_dim=d)
     for d in sorted({max(2, P.latent_dim // 2), P.latent_dim})])
-latent[["latent_dim", "alpha", "L_mean", "L_max", "rigid_error", "recon_error"]].round(3)
+
+# %% tags=["remove-input"]
+tables.table(latent.rename(columns={"latent_dim": "code size", "alpha": "α", "L_mean": "L mean", "L_max": "L max",
+                                    "rigid_error": "rigid error", "recon_error": "reconstruction MSE"})
+             .set_index(["code size", "α"])[["L mean", "L max", "rigid error", "reconstruction MSE"]],
+             "Exercise solution: smoke-sized sweeps (two seeds) at the chapter's code size and at half of it, "
+             "for the ReLU ($\\alpha = 0$) and the linear ($\\alpha = 1$) decoder.", "tbl-03-ex-latent",
+             formats={"α": "{:g}"})
 
 # %% tags=["remove-cell"]
 lat = latent.set_index(["latent_dim", "alpha"])
 d_small, d_big = sorted(latent.latent_dim.unique())[0], sorted(latent.latent_dim.unique())[-1]
-glue("ex_latent_sentence", (
-    f"For the ReLU decoder L_mean is {lat.loc[(d_small, 0.0), 'L_mean']:.2f} with {d_small} dimensions and "
-    f"{lat.loc[(d_big, 0.0), 'L_mean']:.2f} with {d_big}; the rigid error {lat.loc[(d_small, 0.0), 'rigid_error']:.3f} "
-    f"and {lat.loc[(d_big, 0.0), 'rigid_error']:.3f}. A smaller code has fewer directions for the decoder to "
-    "stretch unevenly, but also fewer to fit, so which way L moves depends on training"))
+glue("ex_latent_sentence", " ".join(
+    f"For the {name} decoder L_mean is {lat.loc[(d_small, a), 'L_mean']:.2f} with {d_small} dimensions and "
+    f"{lat.loc[(d_big, a), 'L_mean']:.2f} with {d_big}, the rigid error {lat.loc[(d_small, a), 'rigid_error']:.3f} "
+    f"and {lat.loc[(d_big, a), 'rigid_error']:.3f}." for name, a in (("ReLU", 0.0), ("linear", 1.0)))
+    + " A smaller code has fewer directions for the decoder to stretch unevenly, but also fewer to fit, so which "
+    "way L moves depends on training")
 
 # %% [markdown]
 # {glue:text}`ex_latent_sentence`.
@@ -711,8 +725,17 @@ B_lib = estimate_bilipschitz(model.decoder, Z).B
 print(f"by hand: L_mean {B_hand.mean() - 1:.3f}, L_max {B_hand.max() - 1:.3f}; "
       f"largest difference from nearid.lipschitz: {np.abs(B_hand - B_lib).max():.1e}")
 
+# %% tags=["remove-cell"]
+glue("hand_L_mean", float(B_hand.mean() - 1))
+glue("hand_L_max", float(B_hand.max() - 1))
+glue("hand_diff", float(np.abs(B_hand - B_lib).max()))
+glue("hand_agree", "agree to rounding" if np.abs(B_hand - B_lib).max() < 1e-6 else "do not agree to rounding")
+
 # %% [markdown]
-# The two agree to rounding: the library does exactly this, in batches, and also handles a
+# By hand, this model has $L_{\mathrm{mean}}$ = {glue:text}`hand_L_mean:.3f` and
+# $L_{\max}$ = {glue:text}`hand_L_max:.3f`; the largest difference from
+# `nearid.lipschitz` over the 200 images is {glue:text}`hand_diff:.1e`, so the two
+# {glue:text}`hand_agree`. The library does exactly this, in batches, and also handles a
 # collapsed direction ($s_{\min} = 0$ gives $B = \infty$).
 #
 # ```{solution-end}

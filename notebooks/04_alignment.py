@@ -47,7 +47,7 @@ import seaborn as sns
 
 import nearid
 from nearid import align, ica, paper, verdicts
-from nearid.book import plotting, results
+from nearid.book import plotting, results, tables
 from nearid.book.profiles import resolve
 from nearid.book.results import glue, glue_tally
 from nearid.experiments import ch04_alignment
@@ -156,6 +156,8 @@ glue("ica_grid", ", ".join(map(str, P.ica_grid)))
 glue("trend_fractions", ", ".join(f"{f:g}" for f in P.trend_fractions))
 glue("clf_width", P.clf_feature_dim)
 glue("clf_width2", 2 * P.clf_feature_dim)
+glue("ex_width_small", resolve("04_alignment", "smoke").clf_feature_dim)  # what the exercise's cell trains
+glue("ex_width_big", 2 * resolve("04_alignment", "smoke").clf_feature_dim)
 
 # %% [markdown]
 # (ch04-protocol)=
@@ -211,6 +213,10 @@ glue("clf_width2", 2 * P.clf_feature_dim)
 # The paper's pairs need GPUs and data we cannot ship; we keep the *kind* of difference
 # within each pair and shrink everything else:
 #
+# ```{table} The paper's model pairs and ours: what each pair differs in, and which representation is compared.
+# :name: tbl-04-pairs
+# :class: nearid-table
+#
 # | paper | here | representation |
 # | --- | --- | --- |
 # | Pythia-160M seed 0 -> seed 1 {cite}`biderman2023pythia` | two tiny GPT-NeoX LMs, seeds 0 and 1, on Shakespeare bytes (real Pythia folders in `full` if present) | mean over positions of the middle layer's hidden state, held-out text windows |
@@ -218,6 +224,7 @@ glue("clf_width2", 2 * P.clf_feature_dim)
 # | CheXpert small -> base {cite}`irvin2019chexpert` | CNN classifiers, base has twice the channels, MNIST | penultimate (feature) layer |
 # | ResNet-18 fc seeds {cite}`he2016resnet` | torchvision ResNet-18, 1x28x28 stem, seeds 0 and 1, MNIST | the 512-d vector entering `fc` |
 # | (not in the paper) | two real pretrained MiniLM-L6 sentence encoders {cite}`wang2020minilm` shipped on PyPI | mean last hidden state, Shakespeare lines |
+# ```
 #
 # Each pair is one task (train both models, embed the held-out inputs); the tasks run
 # through `nearid.tasks.run_tasks`, which reuses a task's result when the same task with the
@@ -258,19 +265,30 @@ efficiency = ch04_alignment.efficiency_claims(by_replicate, section="ch04-verdic
 paper_df = pd.DataFrame(paper.TABLE1).T
 paper_df["ica_efficiency"] = [paper.table1_efficiency(r) for r in paper.TABLE1.values()]
 cols = ["permutation", "ica", "rigid", "linear", "ica_efficiency"]
-paper_rows = paper_df.reindex(index=[ch04_alignment.paper_row(p) for p in ours.index], columns=cols)
-shown = pd.concat({"ours": ours[cols], "paper": paper_rows.set_axis(ours.index)}, axis=1)
-shown = shown.swaplevel(axis=1).reindex(columns=[(c, s) for c in cols for s in ("ours", "paper")])
-shown[("cka", "ours")] = ours["cka"]
-shown[("components", "A / B")] = [f"{a} / {b}" for a, b in zip(ours["components_a"], ours["components_b"])]
 converged = {p: tuple(c for r in reps for c in r.ica_converged) for p, reps in by_replicate.items()}
-shown[("replicates", "ours")] = ours["replicates"]
-shown[("FastICA converged", "fits")] = [f"{sum(converged[p])} of {len(converged[p])}" for p in ours.index]
-shown.insert(0, ("pair", "paper's row"), [paper.TABLE1_LABELS.get(ch04_alignment.paper_row(p), "(not in the paper)")
-                                          for p in ours.index])
-shown.index = [LABELS[p] for p in shown.index]
-shown.index.name = "our pair"
-shown.style.format(lambda v: v if isinstance(v, str) else ("" if pd.isna(v) else f"{v:.3f}"))
+names = {**tables.FAMILY_LABELS, "ica_efficiency": "ICA efficiency"}
+beside = []  # our row, then the paper's row it stands for
+for p in ours.index:
+    beside.append(ours.loc[p, cols].rename(f"{LABELS[p]} (ours)"))
+    if ch04_alignment.paper_row(p):
+        beside.append(paper_df.loc[ch04_alignment.paper_row(p), cols]
+                      .rename(f"{paper.TABLE1_LABELS[ch04_alignment.paper_row(p)]} (paper)"))
+beside = pd.DataFrame(beside).astype(float).rename(columns=names).rename_axis("model pair")
+tables.table(beside, "Table 1, ours beside the paper's: the normalised held-out error of each family (lower = "
+             "more alike) and the ICA efficiency; each of our pairs is followed by the paper's row it stands "
+             "for. Ours are means over replicates.", "tbl-04-table1",
+             formats={"ICA efficiency": lambda v: tables.format_number(v, 2, signed=True)})
+
+# %% tags=["remove-input"]
+details = pd.DataFrame({"linear CKA": ours["cka"],
+                        "whitened components, A / B": [f"{a} / {b}" for a, b in zip(ours["components_a"],
+                                                                                    ours["components_b"])],
+                        "replicates": ours["replicates"].astype(int),
+                        "FastICA fits converged": [f"{sum(converged[p])} of {len(converged[p])}" for p in ours.index]})
+tables.table(details.set_axis([LABELS[p] for p in ours.index]).rename_axis("our pair"),
+             "Beside Table 1: the linear CKA of each of our pairs (1 = the same up to rotation and scale), the "
+             "whitened components each side of the first replicate kept, the independent trainings averaged, "
+             "and the FastICA fits that met their tolerance.", "tbl-04-details")
 
 # %% tags=["remove-cell"]
 unconverged = [LABELS[p] for p, c in converged.items() if not all(c)]
@@ -280,13 +298,14 @@ glue("eff_range_low", paper.TABLE1_EFFICIENCY_RANGE[0])
 glue("eff_range_high", paper.TABLE1_EFFICIENCY_RANGE[1])
 
 # %% [markdown]
-# Errors are mean held-out $\ell_2$ errors over B's diameter (lower = more alike); the
-# paper columns are Table 1 as printed, "ica_efficiency" is {prf:ref}`def-ica-efficiency`
-# (the paper prints it as a percentage; ours is the efficiency of the mean errors over
-# replicates), "components" is how many whitened components each side of the first
-# replicate kept under the rule, and "replicates" how many independent trainings the row
-# averages. "FastICA converged" counts the fits (two per replicate) that met their
-# tolerance within {glue:text}`ica_iter` iterations; pairs with one that did not:
+# In {numref}`tbl-04-table1` errors are mean held-out $\ell_2$ errors over B's diameter
+# (lower = more alike); the paper's rows are Table 1 as printed, and the ICA efficiency is
+# {prf:ref}`def-ica-efficiency` as a fraction (the paper prints it as a percentage; ours is
+# the efficiency of the mean errors over replicates). In {numref}`tbl-04-details`,
+# "whitened components" is how many components each side of the first replicate kept under
+# the rule, and "replicates" how many independent trainings the row averages. "FastICA fits
+# converged" counts the fits (two per replicate) that met their tolerance within
+# {glue:text}`ica_iter` iterations; pairs with one that did not:
 # {glue:text}`ica_unconverged`. The verdicts on links that involve the ICA family carry this
 # flag to the summary. {numref}`fig-04-table1` shows the same errors as bars.
 
@@ -356,19 +375,24 @@ glue("paper_order", "all four" if paper_order == 4 else f"{paper_order} of the f
 # The paper's rows satisfy $e_{\mathrm{perm}} \ge e_{\mathrm{ICA}} \ge e_{\mathrm{rigid}}
 # \ge e_{\mathrm{linear}}$ ({glue:text}`paper_order` of them, as printed). For our pairs each
 # link is decided as declared above ({ref}`ch04-protocol`): a t interval over independently
-# trained replicates. The table gives every link's verdict with the mean difference and
-# its 95% interval, beside the paper's difference for the same row;
+# trained replicates. {numref}`tbl-04-links` gives every link's verdict with the mean
+# difference and its 95% interval, beside the paper's difference for the same row;
 # {numref}`fig-04-links` draws the intervals.
 
 # %% tags=["remove-input"]
-vt = links.pivot(index="pair", columns="link", values="text").reindex(index=list(ours.index),
-                                                                       columns=list(ch04_alignment.LINK_NAMES.values()))
-pt = links.pivot(index="pair", columns="link", values="paper").reindex(index=vt.index, columns=vt.columns)
-vtable = pd.concat({"ours: verdict, mean difference [95% interval]": vt, "paper: difference": pt}, axis=1)
-vtable[("ordering", "ours")] = [ordering[p] for p in vtable.index]
-vtable.index = [LABELS[p] for p in vtable.index]
-vtable.index.name = "our pair"
-vtable.style.format(lambda v: v if isinstance(v, str) else ("" if pd.isna(v) else f"{v:+.3f}"))
+rows = []
+for p in ours.index:
+    for r in links[links.pair == p].itertuples():
+        rows.append({"our pair": LABELS[p], "link": r.link, "verdict": r.verdict,
+                     "mean difference [95% interval]": tables.interval(r.estimate, r.low, r.high),
+                     "paper's difference": r.paper})
+    rows.append({"our pair": LABELS[p], "link": "whole ordering", "verdict": ordering[p],
+                 "mean difference [95% interval]": "", "paper's difference": np.nan})
+tables.table(pd.DataFrame(rows).set_index(["our pair", "link"]),
+             "The paper's ordering, link by link: each link's verdict, the mean difference of the row errors "
+             "(worse family minus better) with its 95% interval, and the paper's difference for the same row; "
+             "the ordering holds for a pair when all three links hold.", "tbl-04-links",
+             formats={"paper's difference": lambda v: tables.format_number(v, 3, signed=True)})
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Each link of the paper's ordering, per pair: the mean over evaluation rows of the row error of the worse family minus the better one, with its 95% interval (bars: Student's t over independently trained replicates; a bootstrap over evaluation rows for the packaged sentence encoders). A link holds where the whole bar lies right of 0. Grey crosses: the paper's difference for the same row of Table 1.", "name": "fig-04-links"}, "image": {"alt": "Three interval plots side by side, one per link of the ordering (perm > ICA, ICA > rigid, rigid > linear), one row per model pair: our mean error difference with its 95% interval, the paper's difference as a grey cross, and a dashed line at 0."}}
 link_names = list(ch04_alignment.LINK_NAMES.values())
@@ -387,10 +411,9 @@ plt.show()
 
 # %% [markdown]
 # Over the {glue:text}`n_paper_pairs` pairs that mirror the paper's rows, the whole
-# ordering holds (all three links hold) for {glue:text}`order_holds_n`
-# ({glue:text}`order_holds_names`), fails (at least one link reversed beyond its
-# interval) for {glue:text}`order_fails_n` ({glue:text}`order_fails_names`) and is
-# inconclusive for {glue:text}`order_inconclusive_n` ({glue:text}`order_inconclusive_names`).
+# ordering holds (all three links hold) for {glue:text}`order_holds_text`, fails (at least
+# one link reversed beyond its interval) for {glue:text}`order_fails_text` and is
+# inconclusive for {glue:text}`order_inconclusive_text`.
 # Link by link:
 #
 # * perm > ICA holds for {glue:text}`link_permutation_holds`, fails for
@@ -436,21 +459,24 @@ glue("n_eff_claims", len(efficiency))
 # of the same question.
 #
 # Tested as Table 1 states it (declared in {ref}`ch04-protocol`), the claim "ICA closes
-# {glue:text}`eff_range_low:.0%` to {glue:text}`eff_range_high:.0%` of the gap" holds for
-# {glue:text}`eff_holds_n` of the {glue:text}`n_eff_claims` paper-like pairs ({glue:text}`eff_holds_names`), fails for
-# {glue:text}`eff_fails_n` ({glue:text}`eff_fails_names`) and is inconclusive for
-# {glue:text}`eff_inconclusive_n` ({glue:text}`eff_inconclusive_names`); the table below
-# gives each replicate's efficiency.
+# {glue:text}`eff_range_low:.0%` to {glue:text}`eff_range_high:.0%` of the gap", over the
+# {glue:text}`n_eff_claims` paper-like pairs, holds for {glue:text}`eff_holds_text`, fails
+# for {glue:text}`eff_fails_text` and is inconclusive for
+# {glue:text}`eff_inconclusive_text`;
+# {numref}`tbl-04-efficiency` gives each replicate's efficiency.
 
 # %% tags=["remove-input"]
 eff_table = pd.DataFrame({LABELS[cid.removeprefix("efficiency_")]: {
-    "efficiency per replicate": ", ".join(f"{e:.2f}" for e in rec["efficiencies"]),
+    "efficiency per replicate": ", ".join(tables.format_number(e, 2, signed=True) for e in rec["efficiencies"]),
     f"mean - {sum(paper.TABLE1_EFFICIENCY_RANGE) / 2:.2f} [95% interval]":
-        f"{rec['estimate']:+.2f} [{rec['low']:+.2f}, {rec['high']:+.2f}]",
-    "verdict": rec["verdict"], "paper": f"{ch04_alignment.paper_efficiency(cid.removeprefix('efficiency_')):.0%}"}
+        tables.interval(rec["estimate"], rec["low"], rec["high"]),
+    "verdict": rec["verdict"], "paper": ch04_alignment.paper_efficiency(cid.removeprefix("efficiency_"))}
     for cid, rec in efficiency.items()}).T
-eff_table.index.name = "our pair"
-eff_table
+tables.table(eff_table.rename_axis("our pair"),
+             "ICA efficiency per replicate, and the claim that ICA closes the paper's range of the gap: the "
+             "mean efficiency minus the range's midpoint with its 95% t interval over replicates, and the "
+             "paper's efficiency for the same row (as fractions).", "tbl-04-efficiency",
+             formats={"paper": lambda v: tables.format_number(v, 2, signed=True)})
 
 # %% [markdown] tags=["new-page:whitening"]
 # (ch04-sensitivity)=
@@ -740,10 +766,12 @@ glue("laplace_eff", float(gauss_eff["laplace"]))
 # :label: ex-04-width
 #
 # Our "small" and "base" classifiers share a feature width ({glue:text}`clf_width` in this
-# run). Give the base model twice the small model's width with
-# `nearid run 04 -p clf_base_feature_dim=N` (here N = {glue:text}`clf_width2`). Which
-# families can still reach zero error in principle, and which error of the CNN pair grows
-# most?
+# run). Give the base model twice the small model's width. Which families can still reach
+# zero error in principle, and which error of the CNN pair grows most? Check it on a
+# smoke-sized pair, small width {glue:text}`ex_width_small` against base widths
+# {glue:text}`ex_width_small` and {glue:text}`ex_width_big` (seconds); at this run's size
+# the same question is `nearid run 04 -p clf_base_feature_dim=N` with N =
+# {glue:text}`clf_width2` (minutes).
 # ```
 #
 # ```{solution-start} ex-04-width
@@ -760,11 +788,20 @@ for base in (S.clf_feature_dim, 2 * S.clf_feature_dim):
     out = ch04_alignment.embed_pair(pair="cnn_widths", seed=P.seed, device="cpu", **kw)
     res = align.compare(out["A"], out["B"], seed=P.seed, ica_components=P.ica_components)
     widths[base] = res.errors
-pd.DataFrame(widths).T.rename_axis(f"base width (small = {S.clf_feature_dim})").round(3)
+
+# %% tags=["remove-input"]
+tables.table(pd.DataFrame(widths).T.rename(columns=tables.FAMILY_LABELS)
+             .rename_axis(f"base width (small = {S.clf_feature_dim})"),
+             "Exercise solution: held-out errors of the smoke-sized CNN pair with a base model of the small "
+             "model's width and of twice it.", "tbl-04-ex-width")
 
 # %% tags=["remove-cell"]
 w0, w1 = S.clf_feature_dim, 2 * S.clf_feature_dim
-glue("width_changes", ", ".join(f"{f} {widths[w1][f] - widths[w0][f]:+.3f}" for f in widths[w0]))
+growth = {f: widths[w1][f] - widths[w0][f] for f in widths[w0]}
+glue("width_changes", ", ".join(f"{tables.FAMILY_LABELS[f]} {d:+.3f}" for f, d in growth.items()))
+most = max(growth, key=growth.get)
+glue("width_most", f"the {tables.FAMILY_LABELS[most]} error grew most ({growth[most]:+.3f})" if growth[most] > 0
+     else "no error grew")
 
 # %% [markdown]
 # A map from $d$ into $2d$ dimensions can at best reach a $d$-dimensional subspace of B.
@@ -773,10 +810,11 @@ glue("width_changes", ", ".join(f"{f} {widths[w1][f] - widths[w0][f]:+.3f}" for 
 # family predicts the other $d$ axes by their means. So only the linear family can still
 # reach zero, and only if B's extra features are linear in A's; the permutation error has
 # the most to lose. But the base model is also a different (wider) network, and its errors
-# are measured in its own, larger space. In this smoke-sized run the errors changed, from
-# equal widths to the wider base, by: {glue:text}`width_changes`; with models this briefly
-# trained, rerun at quick size (`nearid run 04 -p clf_base_feature_dim=...`) before
-# trusting the ranking.
+# are measured in its own, larger space. In this smoke-sized run (widths
+# {glue:text}`ex_width_small` and {glue:text}`ex_width_big`) the errors changed, from equal
+# widths to the wider base, by: {glue:text}`width_changes`, so {glue:text}`width_most`.
+# With models this briefly trained, rerun at this run's size (`nearid run 04 -p
+# clf_base_feature_dim=`{glue:text}`clf_width2`) before trusting the ranking.
 #
 # ```{solution-end}
 # ```
@@ -808,7 +846,12 @@ for what, Ax in (("A", A), ("A @ rotation", A @ R), ("A @ invertible", A @ M)):
         r = align.compare(Ax, B, seed=P.seed, ica_components=rule)
         rows[(what, f"ICA rule {rule}")] = {**r.errors, "cka": r.cka}
 inv = pd.DataFrame(rows).T
-inv.round(4)
+
+# %% tags=["remove-input"]
+tables.table(inv.rename(columns={**tables.FAMILY_LABELS, "cka": "linear CKA"}).rename_axis(["model A", "whitening"]),
+             "Exercise solution: errors and CKA of one pair with A as it is, rotated, and mapped by an "
+             "invertible matrix, under the chapter's whitening rule and with every component kept.",
+             "tbl-04-ex-invariance", digits=4)
 
 # %% tags=["remove-cell"]
 def unchanged(what):

@@ -50,7 +50,7 @@ from scipy.stats import ortho_group
 
 import nearid
 from nearid import paper
-from nearid.book import plotting, results
+from nearid.book import plotting, results, tables
 from nearid.book.profiles import resolve
 from nearid.book.results import glue, glue_tally, glue_verdict
 from nearid.claims import registry as claims_registry
@@ -140,12 +140,19 @@ if P.dry_run:
 # a lit object in a room corner under an orbiting camera (Shapes3D), an object held by a
 # two-joint robot arm seen by one of three cameras (MPI3D-real-complex), a furnished room
 # under a moving point light and a moving camera (Falcor3D), and a robot holding an object
-# in a room under a directional light (Isaac3D). {numref}`fig-05-traversals` shows one
-# traversal per factor, the other factors held at the middle of their grids.
+# in a room under a directional light (Isaac3D). {numref}`tbl-05-datasets` lists the
+# factor grids and {numref}`fig-05-traversals` shows one traversal per factor, the other
+# factors held at the middle of their grids.
+
+# %% tags=["remove-input"]
+tables.table(pd.DataFrame({"images": {DATASET_LABELS[ds]: grid_size(ds) for ds in P.datasets},
+                           "factors (values per factor)": {
+                               DATASET_LABELS[ds]: ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in FACTOR_GRIDS[ds].items())
+                               for ds in P.datasets}}).rename_axis("dataset"),
+             "The four procedural datasets: the number of distinct images (the full factor grid) and each "
+             "factor with its number of values, as in the originals.", "tbl-05-datasets")
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "One traversal per factor and dataset (rows), from the first to the last value of the factor (at most eight evenly spaced values shown), all other factors at the middle of their grids.", "name": "fig-05-traversals"}, "image": {"alt": "Grid of small rendered images: one row per factor of each procedural dataset, labelled with the dataset and factor, showing the image change as that factor moves from its first to its last value."}}
-sizes = {ds: ", ".join(f"{k} {v}" for k, v in FACTOR_GRIDS[ds].items()) for ds in P.datasets}
-print("\n".join(f"{DATASET_LABELS[ds]} ({grid_size(ds):,} images): {sizes[ds]}" for ds in P.datasets))
 steps = 8
 n_rows = sum(len(FACTOR_GRIDS[ds]) for ds in P.datasets)
 fig, axes = plt.subplots(n_rows, steps, figsize=(plotting.WIDTH, 0.68 * n_rows), squeeze=False)
@@ -182,6 +189,10 @@ plt.show()
 # of factors $K$ (twice, as in Hsu et al., unless the parameter `latent_multiplier` says
 # otherwise). They differ only in their regulariser:
 #
+# ```{table} The trained models: one architecture and loss, different regularisers.
+# :name: tbl-05-models
+# :class: nearid-table
+#
 # | model | objective (besides reconstruction) | knobs |
 # | --- | --- | --- |
 # | AE | none; AdamW weight decay | weight decay |
@@ -189,6 +200,7 @@ plt.show()
 # | β-TCVAE | KL + (β − 1) TC, TC by minibatch-weighted sampling | β |
 # | BioAE | mean relu(−z) + λ mean z² (non-negative, low activity) | λ, weight decay |
 # | AE + ICA | the AE above; whitening onto every direction its code holds, then FastICA, fitted on its training codes | none |
+# ```
 #
 # We score the codes of the held-out images (the posterior mean for the VAEs). AE + ICA is
 # the same trained AE in each seed, so the AE and AE + ICA rows differ only by the
@@ -239,15 +251,20 @@ plt.show()
 # constant learning rate, the snapshot after $e$ epochs is exactly the model an $e$-epoch
 # run gives). Its Table 2 rows are the snapshot after {glue:text}`epochs` epochs.
 #
-# The hyperparameters were set once from the literature, not tuned per dataset:
+# The hyperparameters were set once from the literature, not tuned per dataset
+# ({numref}`tbl-05-hyper`):
 
 # %%
 hyper = {m: {**DEFAULT_HYPER[m], **P.hyper.get(m, {})} for m in DEFAULT_HYPER}
-print(pd.DataFrame({MODEL_LABELS[m]: pd.Series(h, dtype=object) for m, h in hyper.items()}).T
-      .astype(object).fillna("").to_string())
 print(f"shared: image {P.image_size}px, conv width {P.width}, hidden {P.hidden}, latents "
       f"{P.latent_multiplier} x K, {P.epochs} epochs, batch {P.batch_size}, AdamW lr {P.lr}, "
       f"{P.seeds} seeds, device {device}")
+
+# %% tags=["remove-input"]
+knobs = pd.DataFrame({MODEL_LABELS[m]: pd.Series(h, dtype=object) for m, h in hyper.items()}).T
+tables.table(knobs.rename(columns=lambda k: k.replace("_", " ")).rename_axis("model"),
+             "Each model's own hyperparameters (– where a model has no such knob); everything else is shared.",
+             "tbl-05-hyper", formats={k.replace("_", " "): "{:g}" for k in knobs.columns})
 
 # %% tags=["remove-cell"]
 glue("n_train", P.n_train)
@@ -279,28 +296,25 @@ n_train_run, n_eval_run = tasks[0].kwargs["n_train"], tasks[0].kwargs["n_eval"]
 # %% [markdown]
 # ## Table 2, ours beside the paper's
 #
-# Each cell is (InfoM, InfoE, InfoC), mean ± standard deviation over our seeds, and the
-# paper's triple beneath it. "aggregated" is the mean over the four datasets (within each
-# seed, then over seeds). The paper's β-VAE, β-TCVAE and BioAE rows (marked \*) were quoted
-# from Hsu et al. (2023) on the real datasets; ours are all trained here, on the analogues.
+# {numref}`tbl-05-table2` gives, for each dataset and model, InfoM, InfoE and InfoC as the
+# mean ± standard deviation over our seeds, with the paper's number beneath each.
+# "aggregated" is the mean over the four datasets (within each seed, then over seeds). The
+# paper's β-VAE, β-TCVAE and BioAE rows (marked \*) were quoted from Hsu et al. (2023) on
+# the real datasets; ours are all trained here, on the analogues.
 
-# %%
-def cell(row) -> str:
-    return " ".join(f"{row[f'{s}_mean']:.2f}±{row[f'{s}_std']:.2f}" for s in INFOMEC)
-
-
+# %% tags=["remove-input"]
 full_grid = set(P.datasets) == set(paper.TABLE2_DATASETS)
 cols = [*P.datasets, "aggregated"] if full_grid else list(P.datasets)
 by_cell = summary.set_index(["dataset", "model"])
-rows = []
-for m in MODELS:
-    star = "*" if m in paper.TABLE2_QUOTED_FROM_HSU else ""
-    rows.append({"model": MODEL_LABELS[m], "source": "ours (trained)",
-                 **{DATASET_LABELS[ds]: cell(by_cell.loc[(ds, m)]) for ds in cols}})
-    rows.append({"model": MODEL_LABELS[m] + star, "source": "paper",
-                 **{DATASET_LABELS[ds]: " ".join(f"{v:.2f}" for v in paper.TABLE2[m][ds]) for ds in cols}})
-table2 = pd.DataFrame(rows).set_index(["model", "source"])
-table2
+table2 = pd.DataFrame([
+    {"dataset": DATASET_LABELS[ds], "model": MODEL_LABELS[m] + ("*" if m in paper.TABLE2_QUOTED_FROM_HSU else ""),
+     **{SCORE_LABELS[s]: tables.beside_paper(tables.mean_sd(by_cell.loc[(ds, m), f"{s}_mean"],
+                                                           by_cell.loc[(ds, m), f"{s}_std"]), paper.TABLE2[m][ds][i])
+        for i, s in enumerate(INFOMEC)}}
+    for ds in cols for m in MODELS]).set_index(["dataset", "model"])
+tables.table(table2, "Table 2, ours beside the paper's: InfoM, InfoE and InfoC per dataset and model, ours as mean "
+             "± sd over seeds, the paper's beneath (\\* quoted by the paper from Hsu et al. on the real "
+             "datasets).", "tbl-05-table2")
 
 # %% [markdown]
 # {numref}`fig-05-table2` shows the same numbers as bars.
@@ -358,11 +372,9 @@ glue("n_datasets", len(P.datasets))
 # {glue:text}`paper_agg_infom_ae:.2f` and {glue:text}`paper_agg_infom_ica:.2f`. The paired
 # difference is {glue:text}`agg_infom_estimate` (95% interval {glue:text}`agg_infom_low`
 # to {glue:text}`agg_infom_high`): the claim that ICA raises InfoM
-# {glue:text}`agg_infom_reads`. Per dataset it holds on {glue:text}`infom_holds_n`
-# ({glue:text}`infom_holds_names`), fails on {glue:text}`infom_fails_n`
-# ({glue:text}`infom_fails_names`) and is inconclusive on {glue:text}`infom_inconclusive_n`
-# ({glue:text}`infom_inconclusive_names`) of the {glue:text}`n_datasets` datasets (the paper:
-# higher on all four).
+# {glue:text}`agg_infom_reads`. Of the {glue:text}`n_datasets` datasets, it holds on
+# {glue:text}`infom_holds_text`, fails on {glue:text}`infom_fails_text` and is inconclusive
+# on {glue:text}`infom_inconclusive_text` (the paper: higher on all four).
 #
 # InfoE moves from {glue:text}`agg_infoe_ae:.2f` to {glue:text}`agg_infoe_ica:.2f` (paper
 # {glue:text}`paper_agg_infoe_ae:.2f` → {glue:text}`paper_agg_infoe_ica:.2f`), a paired
@@ -374,22 +386,32 @@ glue("n_datasets", len(P.datasets))
 # {glue:text}`agg_infoc_low` to {glue:text}`agg_infoc_high`): the claim
 # {glue:text}`agg_infoc_reads`.
 #
-# **Against the methods built to disentangle** (aggregated, paired by seed): of the
-# {glue:text}`n_vs_baselines` claims "AE + ICA is comparable to the baseline or better",
-# {glue:text}`vs_baselines_holds_n`
-# hold ({glue:text}`vs_baselines_holds_names`), {glue:text}`vs_baselines_fails_n` fail
-# ({glue:text}`vs_baselines_fails_names`) and {glue:text}`vs_baselines_inconclusive_n` are
-# inconclusive ({glue:text}`vs_baselines_inconclusive_names`); the table below
-# has every interval. The paper's baseline numbers are quoted from Hsu et al., trained with
+# **Against the methods built to disentangle** (aggregated, paired by seed), the
+# {glue:text}`n_vs_baselines` claims "AE + ICA is comparable to the baseline or better":
+#
+# - hold: {glue:text}`vs_baselines_holds_text`;
+# - fail: {glue:text}`vs_baselines_fails_text`;
+# - inconclusive: {glue:text}`vs_baselines_inconclusive_text`.
+#
+# {numref}`tbl-05-verdicts` has every interval. The paper's baseline numbers are quoted from Hsu et al., trained with
 # other architectures and budgets; ours share AE + ICA's architecture and budget.
 
 # %% tags=["remove-input"]
-show = vt.assign(interval=[f"[{lo:+.3f}, {hi:+.3f}]" for lo, hi in zip(vt["low"], vt["high"])],
-                test=[f"{t.replace('_', '-')} (±{m:g})" if t != "superiority" else "superiority"
-                      for t, m in zip(vt["test"], vt["margin"])])
-show = show[["claim", "test", "estimate", "interval", "verdict", "paper"]].rename(
-    columns={"estimate": "ours (mean difference)", "paper": "paper (difference)"})
-show.style.format({"ours (mean difference)": "{:+.3f}", "paper (difference)": "{:+.2f}"}, na_rep="–").hide(axis="index")
+against = {f"ica_vs_{m}_": MODEL_LABELS[m] for m in ("ae", *BASELINES)}
+tests = {"superiority": "higher", "equivalence": "the same, ±{:g}", "non_inferiority": "comparable, > -{:g}"}
+rows = []
+for cid, rec in verdicts.items():
+    prefix = next(k for k in against if cid.startswith(k))
+    score, ds = cid.removeprefix(prefix).split("_", 1)
+    rows.append({"AE + ICA against": against[prefix], "score": SCORE_LABELS[score], "on": DATASET_LABELS[ds],
+                 "claim": tests[rec["test"]].format(rec["margin"]),
+                 "ours: mean difference [95% interval]": tables.interval(rec["estimate"], rec["low"], rec["high"]),
+                 "verdict": rec["verdict"], "paper's difference": rec["paper"]})
+tables.table(pd.DataFrame(rows).set_index(["AE + ICA against", "score", "on"]),
+             "Every paired comparison of AE + ICA: the claim as the registry declares it, the mean over seeds of "
+             "the paired difference with its 95% t interval, the verdict, and the paper's difference for the "
+             "same cells of Table 2.", "tbl-05-verdicts",
+             formats={"paper's difference": lambda v: tables.format_number(v, 2, signed=True)})
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "AE + ICA minus AE, per dataset and aggregated: the mean over seeds of the paired difference with its 95% t interval (bars; green: holds, red: fails, grey: inconclusive). Grey crosses: the paper's difference for the same cell of Table 2.", "name": "fig-05-verdicts"}, "image": {"alt": "Three interval plots side by side, one per score (InfoM, InfoE, InfoC), one row per dataset and one for the aggregate: the mean over seeds of AE + ICA minus AE with its 95% interval, coloured by verdict, the paper's difference as a grey cross, and a dashed line at 0."}}
 places = [*P.datasets, "aggregated"]
@@ -433,7 +455,8 @@ glue("infoe_fits", bench.infoe_fits)
 # nothing to gain or lose, as argued in the protocol. The top-$K$ variant keeps at least
 # {glue:text}`topk_variance_min:.1%` of the training codes' variance in every run and drops
 # the rest, with whatever information about the factors it held (an unpenalised linear probe
-# is blind to scale, so little variance is not little information). Aggregated, InfoE is
+# is blind to scale, so little variance is not little information). Aggregated
+# ({numref}`tbl-05-variants` gives every dataset), InfoE is
 # {glue:text}`agg_infoe_ae:.3f` for the AE, {glue:text}`agg_infoe_whole:.3f` on the whole code
 # and {glue:text}`agg_infoe_topk:.3f` for the top $K$ (paired difference to the AE
 # {glue:text}`topk_infoe_estimate`, {glue:text}`topk_infoe_low` to {glue:text}`topk_infoe_high`).
@@ -460,7 +483,9 @@ cols_v = ["ae", "ae_ica", VARIANT_ROW[P.ica_keep]]
 var_infoe = summary.pivot(index="dataset", columns="model", values="infoe_mean")
 both = pd.concat({"InfoM": variants.loc[[*P.datasets, "aggregated"], cols_v],
                   "InfoE": var_infoe.loc[[*P.datasets, "aggregated"], cols_v]}, axis=1)
-both.rename(columns=MODEL_LABELS, index=DATASET_LABELS).round(3)
+tables.table(both.rename(columns=MODEL_LABELS, index=DATASET_LABELS).rename_axis("dataset"),
+             "InfoM and InfoE of the AE, of AE + ICA on the whole code and of the variant beside it (means over "
+             "seeds).", "tbl-05-variants")
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "NMI between each factor (rows) and each latent (columns) on the held-out images, for the AE and for the same AE after whitening + ICA, on the dataset the heatmap_dataset parameter names, first seed. Latents are sorted by their largest NMI. A modular code has one bright cell per column; a compact code one per row.", "name": "fig-05-nmi"}, "image": {"alt": "Two heatmaps of normalised mutual information, factors as rows and latents as columns sorted by their largest value, for the AE (left) and the same AE after whitening and ICA (right), with one colour bar from 0 to 1."}}
 fig, axes = plt.subplots(1, 2, figsize=(plotting.WIDE, 3.4), sharey=True)
@@ -491,15 +516,15 @@ for s in ("infom", "infoe"):
     way = "up" if ch.estimate > 0 else "down"
     glue(f"trend_{s}_direction", {
         "holds": "grows", "fails": "shrinks",
-        "inconclusive": f"points {way} (the point estimate of the change), but the interval of "
-                        "the change contains 0, so our budgets do not establish a direction"}[ch.verdict])
+        "inconclusive": f"has no direction our budgets establish (the change points {way}, but its "
+                        "interval contains 0)"}[ch.verdict])
     glue(f"trend_{s}_if_continues", {
         "holds": f"a larger {SCORE_LABELS[s]} gain of AE + ICA over the AE than at our largest budget",
         "fails": f"a smaller {SCORE_LABELS[s]} gain of AE + ICA over the AE (or a larger loss) than at "
                  "our largest budget",
         "inconclusive": f"a {'larger' if way == 'up' else 'smaller'} {SCORE_LABELS[s]} gain than at our "
-                        "largest budget if the point estimates' direction held, which our intervals do "
-                        "not establish",
+                        "largest budget (the direction of the point estimates, which our intervals do "
+                        "not establish)",
     }[ch.verdict])
 glue("trend_first", lo_e)
 glue("trend_last", hi_e)
@@ -609,7 +634,7 @@ results.save(results_path, payload, params=P, profile=profile)
 # %% [markdown] tags=["new-page:exercises"]
 # ## Exercises
 #
-# ```{exercise}
+# ```{exercise} Where the factors sit on another dataset
 # :label: ex-05-heatmap
 #
 # The heatmaps above show one dataset. Before looking at another, predict: on MPI3D, which
@@ -636,7 +661,12 @@ plt.show()
 best = pd.DataFrame({"best latent's NMI": nmi.max(1),  # how much of the factor one latent carries
                      "its share of the factor's NMI": nmi.max(1) / np.maximum(nmi.sum(1), 1e-12)},
                     index=bench.factor_names[other]).sort_values("best latent's NMI", ascending=False)
-best.round(2)
+
+# %% tags=["remove-input"]
+tables.table(best.rename(index=lambda f: f.replace("_", " ")).rename_axis("factor"),
+             "Exercise solution: for each factor, the NMI of the latent that carries it best and that latent's "
+             "share of the factor's NMI summed over latents (AE + ICA, first seed).", "tbl-05-ex-heatmap",
+             digits=2)
 
 # %% tags=["remove-cell"]
 glue("ex_heat_dataset", DATASET_LABELS[other])
@@ -659,12 +689,12 @@ glue("ex_heat_worst_nmi", float(best.iloc[-1, 0]))
 # ```{solution-end}
 # ```
 #
-# ```{exercise}
+# ```{exercise} A latent per factor
 # :label: ex-05-latent
 #
 # Rerun with a latent size equal to the number of factors (`nearid run 05 -p
-# latent_multiplier=1`). Which of InfoM, InfoE and InfoC do you expect to change most for AE
-# + ICA, and why?
+# latent_multiplier=1`). Which of InfoM, InfoE and InfoC do you expect to change most for
+# AE + ICA, and why?
 # ```
 #
 # ```{solution-start} ex-05-latent
@@ -683,7 +713,11 @@ for mult in (1, 2):
     for key in ("ae", "ae_ica"):
         ex_rows[(f"{mult} x K", MODEL_LABELS[key])] = {SCORE_LABELS[s]: r["rows"][key][s] for s in INFOMEC}
 ex_latent = pd.DataFrame(ex_rows).T.round(3)
-ex_latent
+
+# %% tags=["remove-input"]
+tables.table(ex_latent.rename_axis(["latents", "model"]),
+             "Exercise solution: a smoke-sized AE and AE + ICA with K and with 2K latents (one dataset, one "
+             "seed).", "tbl-05-ex-latent")
 
 # %% tags=["remove-cell"]
 d_ica = ex_latent.xs("AE + ICA", level=1)
@@ -705,7 +739,7 @@ glue("ex_lat_infoc_2", float(d_ica.loc["2 x K", "InfoC"]))
 # ```{solution-end}
 # ```
 #
-# ```{exercise}
+# ```{exercise} A random rotation instead of ICA
 # :label: ex-05-rotation
 #
 # Write the "PCA + Rand" row that chapter 06 uses for cell images: take the AE + ICA codes
@@ -727,7 +761,11 @@ rot_rows = {"AE": bench.codes[(ds_rot, "ae", P.seed)].astype(float), "AE + ICA":
             "whitened + random rotation": Z_ica @ Q}
 ex_rot = pd.DataFrame({name: {SCORE_LABELS[s]: v for s, v in infomec(F, Z, random_state=P.seed).items()
                               if s in INFOMEC} for name, Z in rot_rows.items()}).T.round(3)
-ex_rot
+
+# %% tags=["remove-input"]
+tables.table(ex_rot.rename_axis("code"),
+             "Exercise solution: InfoMEC of the AE, of AE + ICA and of the same whitened code under a random "
+             "rotation (first seed).", "tbl-05-ex-rotation")
 
 # %% tags=["remove-cell"]
 glue("ex_rot_dataset", DATASET_LABELS[ds_rot])

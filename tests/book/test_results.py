@@ -53,6 +53,7 @@ def test_glue_tally_names_each_group_and_says_none(monkeypatch):
     assert groups == {"holds": ["a", "c"], "fails": ["b"], "inconclusive": []}
     assert glued["t_holds_n"] == 2 and glued["t_holds_names"] == "A, C"
     assert glued["t_inconclusive_n"] == 0 and glued["t_inconclusive_names"] == "none"
+    assert glued["t_holds_text"] == "2 (A, C)" and glued["t_inconclusive_text"] == "none"  # never "0 (none)"
     with pytest.raises(ValueError, match="unknown verdicts"):
         results.glue_tally("t", {"a": "maybe"})
 

@@ -137,12 +137,16 @@ def glue_verdict(name: str, v: Any, digits: int = 3, signed: bool = False) -> No
 
 def glue_tally(prefix: str, decided: dict, label=str, sep: str = ", ") -> dict[str, list[str]]:
     """Glue how many of ``decided`` hold, fail, are inconclusive, and which:
-    ``{prefix}_{word}_n`` and ``{prefix}_{word}_names`` ("none" when there are none), with
-    ``label`` turning each name into words. Returns :func:`nearid.verdicts.tally`'s groups."""
+    ``{prefix}_{word}_n``, ``{prefix}_{word}_names`` ("none" when there are none) and
+    ``{prefix}_{word}_text``, the two as prose reads them ("2 (a; b)", or "none" rather than
+    "0 (none)"), with ``label`` turning each name into words. Returns
+    :func:`nearid.verdicts.tally`'s groups."""
     from nearid.verdicts import tally
 
     groups = tally(decided)
     for word, names in groups.items():
+        listed = sep.join(label(n) for n in names)
         glue(f"{prefix}_{word}_n", len(names))
-        glue(f"{prefix}_{word}_names", sep.join(label(n) for n in names) if names else "none")
+        glue(f"{prefix}_{word}_names", listed if names else "none")
+        glue(f"{prefix}_{word}_text", f"{len(names)} ({listed})" if names else "none")
     return groups

@@ -41,6 +41,20 @@ DATASET = Options(DATASETS, noun="dataset")
 ALPHA = Interval(float, 0, 1)  # the decoder's leaky-ReLU negative slope (1 = linear)
 DRY_RUN_STEPS = 2  # optimiser steps per task in a dry run
 DRY_RUN_EVAL_ROWS = 100  # held-out images per model a dry run evaluates on (at most)
+# The chapter's claims as its table names them, and the paper's figure each one reads.
+CLAIM_LABELS = {"leak_moves_L": "L is smaller for the linear decoder",
+                "rigid_rises_with_L": "the rigid error rises with L",
+                "rigid_rises_with_Lmax": "L_max and L_mean give the same trend",
+                "rigid_rises_with_L_nonlinear": "the rigid error rises with L (α < 1 only)",
+                "recon_improves_with_L": "reconstruction improves as L grows",
+                "digits_rigid_rises_with_L": "the rigid error rises with L in digit models"}
+CLAIM_FIGURES = {"leak_moves_L": "A.3", "rigid_rises_with_L": "2", "rigid_rises_with_Lmax": "A.4",
+                 "rigid_rises_with_L_nonlinear": "2", "recon_improves_with_L": "A.5",
+                 "digits_rigid_rises_with_L": "A.6"}
+# The columns of BiLipschitzSweep.summary() as the book's tables name them.
+SUMMARY_LABELS = {"alpha": "α", "weight_decay": "weight decay", "L_mean": "L mean", "L_max": "L max",
+                  "L_mean_local": "L mean (local scale)", "rigid_error": "rigid error",
+                  "linear_error": "linear error", "recon_error": "reconstruction MSE"}
 
 
 # --------------------------------------------------------------------------- data
