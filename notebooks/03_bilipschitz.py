@@ -546,25 +546,20 @@ glue("verdict_counts", ", ".join(f"{k} {n_verdicts.get(k, 0)}" for k in ("holds"
 # %% tags=["remove-cell"]
 def records(frame, keys):
     """Tidy per-setting records for the JSON file."""
-    return frame[keys + ["L_mean", "L_max", "L_mean_local", "rigid_error", "linear_error",
-                         "recon_error"]].to_dict("records")
-
+    return frame[keys + ["L_mean", "L_max", "L_mean_local", "rigid_error", "linear_error", "recon_error"]].to_dict("records")
 
 results.save(results_path, {
     "convention": "alpha = leaky-ReLU negative slope of the decoder (PyTorch); alpha = 1 is linear",
     "estimator": "B(z) = max(s_max(z)/c, c/s_min(z)) of the decoder Jacobian at held-out codes, with one "
                  "scale c = sqrt(max s_max * min s_min) per model (symmetric, up to scale); L = B - 1",
-    "verdicts": verdicts,
-    "per_alpha": records(summary, ["alpha", "weight_decay"]),
+    "verdicts": verdicts, "per_alpha": records(summary, ["alpha", "weight_decay"]),
     "per_digit": (records(digit_sweep.summary().rename(columns={"group": "digit"}), ["digit", "alpha", "weight_decay"])
                   if digit_budgets else []),
-    "digit_scale": digit_scale.to_dict("records"),
-    "spearman": {k: v.to_dict() for k, v in rho.items()},
+    "digit_scale": digit_scale.to_dict("records"), "spearman": {k: v.to_dict() for k, v in rho.items()},
     "theory_fit": {col: {"b": f1.b, "c": f1.c, "r2": f1.r2, "r2_through_origin": f0.r2, "c_through_origin": f0.c}
                    for col, (f1, f0) in fits.items()},
     "theory_fit_intervals": {k: v.to_dict() for k, v in coef.items()},
-    "n_models": sum(len(s.models_) for s in sweeps.values()),
-    "dry_run": P.dry_run,
+    "n_models": sum(len(s.models_) for s in sweeps.values()), "dry_run": P.dry_run,
 }, params=P, profile=profile)
 
 # %% [markdown] tags=["new-page:exercises"]
