@@ -104,7 +104,7 @@ LABELS = ch04_alignment.PAIR_LABELS
 #   give each matched component its *sign*, and to give it one least-squares *scale*. No
 #   mixing matrix is regressed on the pairing: the matched A components are sent into B's
 #   space through B's own ICA mixing, and B's directions outside its kept components are
-#   predicted by their mean.
+#   predicted as the permutation family predicts them, projected onto those directions.
 #
 # Here is the library code of the three structured maps, as the chapter runs it. The
 # signed permutation:
