@@ -48,3 +48,10 @@ def test_with_a_pretend_device_every_step_lands_in_the_report(tmp_path, root, mo
     assert "06_cell_microscopy" in dry["failed"] and dry["chapters"]["01_definitions"]["peak_gpu_mb"] == 0.0
     md = (tmp_path / "gpu" / "report.md").read_text()
     assert "Pretend H200" in md and "CUDA out of memory" in md and "2 outside rtol 0.1" in md
+
+
+def test_the_plan_step_times_the_chapters_a_gpu_can_change():
+    from nearid.book import gpucheck
+
+    chapters = gpucheck.gpu_chapters()
+    assert "01" not in chapters and {"02", "03", "04", "05", "06"} <= set(chapters)
