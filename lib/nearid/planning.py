@@ -63,11 +63,11 @@ chapter work in the chapter's own cells at ``full``                    cost on t
 05      InfoMEC's probes and DCI/MIG run inside the tasks; the cells   3 x 2.5 s + the training:
         score 3 code sets (10,000 x 12) for the rotation exercise,     about a minute
         render the traversals and train two 16-px AEs (exercise)
-06      ``evaluate``: LightGBM (300 trees, one thread) per guide x     2,700 x 1.2 s: about an
-        fold x feature set, 15 x 4 x 4 = 240 fits on about 1,900 x     hour, the largest of the
-        192 wells, for each of 3 MAE replicates and again for each of  book; FastICA and the
-        the 3 training budgets of the scale trend; ``component_sweep`` bootstraps are small
-        7 k x 3 whitened sets x 60 fits: 2,700 fits in all            beside it
+06      ``evaluate``: LightGBM (300 trees, one thread) per guide x     ``evaluation_plan``: 675
+        fold x feature set, 15 x 4 x 4 = 240 fits on about 2,500 x     scorings x 3.4 s (4 fits
+        192 wells, for each of 3 MAE replicates and again for each of  each) = 38 min at load
+        the 3 training budgets of the scale trend; ``component_sweep`` 1.5, the largest of the
+        7 k x 3 whitened sets x 60 fits: 2,700 fits in all            book
 ======= ============================================================== ===========================
 
 Estimates come from the machine it runs on, under its current load. A chapter without

@@ -688,3 +688,46 @@ def data_mb(P) -> float:
     if P.get("rxrx_embeddings"):
         return 0.0
     return n_cells(simulator_params(P)) * len(CHANNELS) * P["image_size"] ** 2 * 4 / 2 ** 20
+
+
+def lightgbm_scoring(*, n_batches: int, controls_per_batch: int, wells_per_guide: int, n_features: int,
+                     n_splits: int, n_estimators: int, units: int, seed: int = 0, max_steps: int | None = None) -> int:
+    """:func:`evaluate`'s classifier work at a chapter's shape, on stand-in wells, for
+    ``nearid plan``: ``units`` cross-batch scorings (one guide in one feature set:
+    ``n_splits`` LightGBM fits on the controls and that guide's wells, as
+    :func:`score_guides` does), only the first ``max_steps`` when given. The wells are
+    Gaussian with a small shift on the guide's: the trees' cost depends on the shape, the
+    number of trees and of splits, not on what the features mean. Returns the scorings made."""
+    rng = np.random.default_rng(seed)
+    n_ctrl, n_guide = n_batches * controls_per_batch, n_batches * wells_per_guide
+    y = np.r_[np.zeros(n_ctrl, int), np.ones(n_guide, int)]
+    batches = np.r_[np.arange(n_ctrl) % n_batches, np.arange(n_guide) % n_batches]
+    F = rng.standard_normal((y.size, n_features))
+    F[y == 1] += 0.3
+    done = units if max_steps is None else min(units, max_steps)
+    for _ in range(done):
+        cross_batch_scores(F, y, batches, n_splits=n_splits, n_estimators=n_estimators, seed=seed)
+    return done
+
+
+def evaluation_plan(P) -> list[Task]:
+    """What the chapter computes outside :func:`plan`'s tasks that grows with ``full``, for
+    ``nearid plan``: the LightGBM scorings of :func:`evaluate` (every guide in each of the
+    four feature sets) for each MAE replicate and each budget of the scale trend, and of
+    :func:`component_sweep` (the three whitened sets at each k of the grid), one unit
+    (``steps``) per scoring, so that a few are timed and scaled up. None for real RxRx3-core
+    embeddings, whose size the parameters do not say."""
+    if P.get("rxrx_embeddings"):
+        return []
+    from nearid.data.cell_simulator import effect_matrix
+
+    n_guides = len(effect_matrix()[0])
+    evaluations = int(P.get("mae_replicates", 1)) + len(P.get("trend_epochs", [P["epochs"]]))
+    units = n_guides * (len(FEATURE_SETS) * evaluations + len(WHITENED_SETS) * len(sweep_grid(P)))
+    trees = evaluation_params(P)["n_estimators"]
+    kwargs = dict(n_batches=P["n_batches"], controls_per_batch=P["controls_per_batch"],
+                  wells_per_guide=P["wells_per_guide"], n_features=P["embed_dim"], n_splits=P["n_splits"],
+                  n_estimators=trees, units=units, seed=P["seed"])
+    return [Task(lightgbm_scoring, kwargs, kind="lightgbm_scoring", steps=units,
+                 label=f"{units} cross-batch scorings ({P['n_splits']} LightGBM fits of {trees} trees each) on "
+                       f"{P['n_batches'] * (P['controls_per_batch'] + P['wells_per_guide'])} x {P['embed_dim']} wells")]

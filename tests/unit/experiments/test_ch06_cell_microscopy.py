@@ -297,3 +297,20 @@ def test_replicate_verdicts_put_the_interval_over_trained_maes():
     assert set(out) == {*ch06_cell_microscopy.TABLE3_CLAIMS, *ch06_cell_microscopy.TABLE4_CLAIMS}
     with pytest.raises(ValueError, match="two or more"):
         ch06_cell_microscopy.replicate_verdicts(evaluations[:1], labels)
+
+
+def test_evaluation_plan_prices_every_lightgbm_scoring_at_the_chapters_shape():
+    """Full: 15 guides x (4 feature sets x (3 replicates + 3 trend budgets) + 3 whitened sets x
+    7 grid points) = 675 scorings of 4 LightGBM fits: the 2,700 fits planning.py's table counts."""
+    from nearid import planning
+
+    full = resolve("06", "full")
+    (task,) = ch06_cell_microscopy.evaluation_plan(full)
+    assert task.steps == 675 and task.steps * full.n_splits == 2700 and planning.takes_max_steps(task)
+    assert task.kwargs["n_features"] == full.embed_dim and task.kwargs["n_estimators"] == full.n_estimators
+    (dry,) = ch06_cell_microscopy.evaluation_plan(resolve("06", "full", {"dry_run": True}))
+    assert dry.kwargs["n_estimators"] == ch06_cell_microscopy.DRY_RUN_TREES
+    assert ch06_cell_microscopy.evaluation_plan({**resolve("06", "smoke"), "rxrx_embeddings": "x.parquet"}) == []
+    small = {**task.kwargs, "controls_per_batch": 20, "n_features": 8, "n_estimators": 5}
+    assert ch06_cell_microscopy.lightgbm_scoring(**small, max_steps=2) == 2, "a plan times a few, then scales up"
+    assert ch06_cell_microscopy.lightgbm_scoring(**{**small, "units": 1}) == 1
