@@ -93,6 +93,14 @@ def sleepy(*, seconds: float, mb: int = 0, max_steps: int | None = None, per_ste
     return float(block.sum()) if block is not None else 0.0
 
 
+def evaluating(*, seconds: float, per_step: float, eval_seconds: float, max_steps: int | None = None,
+               evaluate: float = 1.0) -> float:
+    """A task that trains (``seconds`` + ``per_step`` a step) and then evaluates its model
+    (``eval_seconds`` for all its rows, a share of it for ``evaluate`` < 1), for `nearid plan`."""
+    time.sleep(seconds + per_step * (max_steps or 0) + eval_seconds * evaluate)
+    return evaluate
+
+
 _WARM = set()
 
 

@@ -14,9 +14,26 @@ steps, so that cheap steps are not lost in timer noise). Three runs separate thr
 * ``setup``: paid by every task (building the model and data, evaluation after training);
 * ``per step``: ``(t(k2) - t(k1)) / (k2 - k1)``, from the two warm runs.
 
-A kind's estimate is ``once + sum over its tasks of (setup + steps * per_step)``, one process
-running them one after another: divide by the number of workers for a pool or a cluster
-(the tasks are independent). A task without ``steps`` (or whose function takes no
+A task that evaluates its model inside (chapter 05 probes every trained model; chapter 04
+embeds the held-out inputs) takes ``evaluate``, a share of its evaluation rows: the three
+runs above leave the evaluation out (``evaluate=0``), and one more warm run at ``k1`` steps
+scores ``evaluate_share`` of the rows (:data:`EVALUATE_SHARE`, a tenth); the difference,
+divided by the share, is the kind's ``evaluation`` per task (``eval s``). Encoding and the
+probes cost in proportion to the rows they see, so a tenth scaled up prices the whole
+without running it three times (at ``full`` chapter 05's AE encodes 110,000 images at each of
+its four budgets, minutes on a CPU). A task's share has a floor (a few hundred rows), so at
+small shapes the scaled-up figure overstates the evaluation.
+
+A kind's estimate is ``once + sum over its tasks of (setup + evaluation + steps * per_step)``,
+one process running them one after another: divide by the number of workers for a pool or a
+cluster (the tasks are independent). ``steps`` count what ``max_steps`` caps: a task that
+trains two models, each cut by ``max_steps``, counts the steps of one.
+
+``jobs`` kinds are timed side by side (``nearid plan --jobs``, default one per core), each
+in its own one-thread process as a worker would run it, so on an idle machine the timings
+are those of one worker; kinds on a GPU are timed one at a time (they would share it), and so
+are the tasks of a chapter whose data would not fit ``jobs`` times in memory
+(:func:`memory_heavy`: chapters 05 and 06 at ``full`` on a 23 GB machine). A task without ``steps`` (or whose function takes no
 ``max_steps``) is run whole and counted at that time for each task of its kind; when that
 run took less than ``WARM_RERUN`` seconds it is run a second time, and the difference is
 its ``once`` (a first FastICA fit in a process pays for scikit-learn's lazy imports: counted
@@ -95,6 +112,7 @@ DEFAULT_TIMEOUT = 900.0  # seconds per kind of task
 TASKS, EVALUATION = "tasks", "evaluation"  # a kind's stage: the chapter's tasks, or its own evaluation
 MIN_SPAN = 1.0  # seconds the k2 - k1 steps must take at least (else k2 grows, up to the task's steps)
 WARM_RERUN = 10.0  # a task run whole that took less than this (seconds) is run again, warm
+EVALUATE_SHARE = 0.1  # share of its evaluation rows a task that takes `evaluate` scores when timed
 
 
 @dataclass
@@ -113,6 +131,14 @@ class Measurement:
     peak_gpu_mb: float | None = None
     device: str = ""
     error: str | None = None
+    evaluate_share: float | None = None  # share of its evaluation rows the evaluation was timed on
+    evaluate_s: float | None = None  # its evaluation inside the task, per task, scaled up to every row
+
+    @property
+    def per_task_s(self) -> float:
+        """What every task of the kind pays besides its steps: set-up (or the whole task) and evaluation."""
+        base = self.setup_s if self.steps is not None else self.task_s
+        return (base or 0.0) + (self.evaluate_s or 0.0)
 
 
 @dataclass
@@ -151,6 +177,14 @@ def takes_max_steps(task: Task) -> bool:
         return False
 
 
+def takes_evaluate(task: Task) -> bool:
+    """Whether the task's function can leave out (``evaluate=0``) or thin out its own evaluation."""
+    try:
+        return "evaluate" in inspect.signature(task.fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _rss_mb(field: str) -> float:
     """This process's resident set: ``VmHWM`` (peak) or ``VmRSS`` (now) from /proc on Linux.
 
@@ -168,17 +202,21 @@ def _rss_mb(field: str) -> float:
     return peak / 2 ** 20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
 
 
-def _measure_child(conn, task: Task, steps: tuple[int, int] | None, max_steps: int) -> None:
-    """In a fresh process: time the task cut to steps[0], steps[0] and steps[1] (or whole)."""
+def _measure_child(conn, task: Task, steps: tuple[int, int] | None, max_steps: int,
+                   evaluate_share: float | None = None) -> None:
+    """In a fresh process: time the task cut to steps[0], steps[0] and steps[1] (or whole);
+    with ``evaluate_share``, those runs leave the task's own evaluation out and one more run
+    (warm, at steps[0]) scores that share of its evaluation rows."""
     try:
         prepare_worker(WorkerSetup())
         torch = sys.modules.get("torch")  # loaded with the task's module, if it uses torch
         if torch is not None:
             torch.use_deterministic_algorithms(True, warn_only=True)  # as in a chapter
         base = _rss_mb("VmRSS")
+        split = {} if evaluate_share is None else {"evaluate": 0.0}
 
-        def run(k: int | None) -> float:
-            kwargs = dict(task.kwargs) if k is None else {**task.kwargs, "max_steps": k}
+        def run(k: int | None, **extra) -> float:
+            kwargs = {**task.kwargs, **split, **extra} | ({} if k is None else {"max_steps": k})
             start = time.perf_counter()
             task.fn(**kwargs)
             cuda = sys.modules.get("torch")
@@ -201,9 +239,13 @@ def _measure_child(conn, task: Task, steps: tuple[int, int] | None, max_steps: i
                 k2 = min(max_steps, k2 * 4)
                 seconds[2] = run(k2)
             steps = (k1, k2)
+        evaluated = None
+        if evaluate_share is not None:  # the same run as seconds[-1] (whole) or seconds[1] (cut), evaluating
+            evaluated = run(None if steps is None else steps[0], evaluate=evaluate_share)
         torch = sys.modules.get("torch")
         gpu = torch is not None and torch.cuda.is_initialized()
-        conn.send({"seconds": seconds, "steps": steps, "base_rss_mb": base, "peak_rss_mb": _rss_mb("VmHWM"),
+        conn.send({"seconds": seconds, "steps": steps, "evaluated": evaluated, "base_rss_mb": base,
+                   "peak_rss_mb": _rss_mb("VmHWM"),
                    "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2 ** 20 if gpu else None,
                    "device": f"cuda ({torch.cuda.get_device_name()})" if gpu else "cpu"})
     except BaseException as exc:  # report, do not hang the parent
@@ -213,16 +255,22 @@ def _measure_child(conn, task: Task, steps: tuple[int, int] | None, max_steps: i
 
 
 def measure(task: Task, steps: tuple[int, int] | None = DEFAULT_STEPS,
-            timeout: float = DEFAULT_TIMEOUT) -> Measurement:
+            timeout: float = DEFAULT_TIMEOUT, evaluate_share: float | None = EVALUATE_SHARE) -> Measurement:
     """Time ``task`` in a fresh process (see the module): cut to ``steps`` (k1 < k2)
-    optimisation steps, or whole when ``steps`` is None. Errors, a timeout or a killed
-    process (out of memory) come back in ``.error``."""
+    optimisation steps, or whole when ``steps`` is None. A task whose function takes
+    ``evaluate`` is timed without its own evaluation, and once more scoring ``evaluate_share``
+    of its evaluation rows, scaled up (None: timed as it is, evaluation and all). Errors, a
+    timeout or a killed process (out of memory) come back in ``.error``."""
     if steps is not None and not 1 <= steps[0] < steps[1]:
         raise ValueError(f"steps must be two counts 1 <= k1 < k2, got {steps}")
-    m = Measurement(label=task.label or kind_of(task), steps=steps)
+    if evaluate_share is not None and not 0 < evaluate_share <= 1:
+        raise ValueError(f"evaluate_share must be in (0, 1], got {evaluate_share}")
+    share = evaluate_share if takes_evaluate(task) else None
+    m = Measurement(label=task.label or kind_of(task), steps=steps, evaluate_share=share)
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_measure_child, args=(child, task, steps, max(task.steps or 0, steps[1] if steps else 0)),
+    proc = ctx.Process(target=_measure_child,
+                       args=(child, task, steps, max(task.steps or 0, steps[1] if steps else 0), share),
                        daemon=True)
     proc.start()
     child.close()
@@ -261,6 +309,9 @@ def measure(task: Task, steps: tuple[int, int] | None = DEFAULT_STEPS,
         m.step_s = max(0.0, (warm2 - warm1) / (steps[1] - steps[0]))
         m.setup_s = max(0.0, warm1 - steps[0] * m.step_s)
         m.once_s = max(0.0, cold - warm1)
+    if got.get("evaluated") is not None:  # the same run again, evaluating a share of its rows
+        same = m.seconds[-1] if steps is None else m.seconds[1]
+        m.evaluate_s = max(0.0, got["evaluated"] - same) / share
     return m
 
 
@@ -272,33 +323,67 @@ def cut_for(task: Task, steps: tuple[int, int]) -> tuple[int, int] | None:
     return steps[0], min(steps[1], task.steps)
 
 
-def plan_tasks(tasks: Sequence[Task], *, steps: tuple[int, int] = DEFAULT_STEPS, timeout: float = DEFAULT_TIMEOUT,
-               timer: Callable[..., Measurement] = measure,
-               progress: Callable[[str], None] | None = None, stage: str = TASKS) -> list[KindPlan]:
-    """Group ``tasks`` by kind, time one task of each kind, estimate each kind's time;
-    ``stage`` says whether they are a chapter's tasks or its own evaluation."""
-    plans = []
+@dataclass
+class _Timing:
+    """One kind's measurement to make: its plan, its tasks, the task timed and its cut."""
+
+    plan: KindPlan
+    members: list[Task]
+    sample: Task
+    cut: tuple[int, int] | None
+
+
+def _timings(tasks: Sequence[Task], steps: tuple[int, int], stage: str) -> list[_Timing]:
+    """The kinds of ``tasks``, each with the task that stands for it (the one with most steps)."""
+    out = []
     for kind, members in group(tasks).items():
         known = [t.steps for t in members if t.steps is not None]
         total_steps = sum(known) if len(known) == len(members) else None
         plan = KindPlan(kind=kind, tasks=len(members), steps=total_steps, gpu=any(t.gpu for t in members),
                         stage=stage)
         sample = max(members, key=lambda t: t.steps or 0)
-        cut = cut_for(sample, steps) if total_steps is not None else None
+        out.append(_Timing(plan, members, sample, cut_for(sample, steps) if total_steps is not None else None))
+    return out
+
+
+def _estimate(t: _Timing, m: Measurement) -> KindPlan:
+    """The kind's estimate from its measurement: ``once`` plus, per task, set-up, evaluation and steps."""
+    plan = t.plan
+    plan.measurement = m
+    if m.error is None:
+        once, per_task = m.once_s or 0.0, m.per_task_s
+        if t.cut is None:
+            plan.estimate_s, plan.longest_s = once + per_task * len(t.members), once + per_task
+        else:
+            plan.estimate_s = once + sum(per_task + task.steps * m.step_s for task in t.members)
+            plan.longest_s = once + per_task + max(task.steps for task in t.members) * m.step_s
+    return plan
+
+
+def _run_timings(timings: Sequence[_Timing], *, timeout: float, timer: Callable[..., Measurement],
+                 progress: Callable[[str], None] | None, jobs: int) -> list[KindPlan]:
+    """Measure every kind, ``jobs`` at a time (each in its own process, one thread), in order."""
+    def one(t: _Timing) -> KindPlan:
         if progress is not None:
-            progress(f"timing {kind}: {sample.label or kind_of(sample)}"
-                     + (f" cut to {cut[0]} and {cut[1]} steps" if cut else " whole"))
-        m = timer(sample, steps=cut, timeout=timeout)
-        plan.measurement = m
-        if m.error is None:
-            if cut is None:
-                once = m.once_s or 0.0
-                plan.estimate_s, plan.longest_s = once + m.task_s * len(members), once + m.task_s
-            else:
-                plan.estimate_s = m.once_s + sum(m.setup_s + t.steps * m.step_s for t in members)
-                plan.longest_s = m.once_s + m.setup_s + max(t.steps for t in members) * m.step_s
-        plans.append(plan)
-    return plans
+            progress(f"timing {t.plan.kind}: {t.sample.label or kind_of(t.sample)}"
+                     + (f" cut to {t.cut[0]} and {t.cut[1]} steps" if t.cut else " whole"))
+        return _estimate(t, timer(t.sample, steps=t.cut, timeout=timeout))
+
+    if jobs <= 1 or len(timings) <= 1:
+        return [one(t) for t in timings]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # threads that wait on measuring processes
+        return list(pool.map(one, timings))
+
+
+def plan_tasks(tasks: Sequence[Task], *, steps: tuple[int, int] = DEFAULT_STEPS, timeout: float = DEFAULT_TIMEOUT,
+               timer: Callable[..., Measurement] = measure,
+               progress: Callable[[str], None] | None = None, stage: str = TASKS, jobs: int = 1) -> list[KindPlan]:
+    """Group ``tasks`` by kind, time one task of each kind (``jobs`` kinds at a time),
+    estimate each kind's time; ``stage`` says whether they are a chapter's tasks or its own
+    evaluation."""
+    return _run_timings(_timings(tasks, steps, stage), timeout=timeout, timer=timer, progress=progress, jobs=jobs)
 
 
 def experiment_module(chapter_number: str) -> ModuleType | None:
@@ -345,7 +430,8 @@ def chapter_summary(plans: Sequence[KindPlan]) -> dict[str, Any]:
                              default=None)}
 
 
-PLAN_COLUMNS = ("kind", "tasks", "steps/task", "once s", "setup s", "ms/step", "estimate", "peak RSS", "GPU peak")
+PLAN_COLUMNS = ("kind", "tasks", "steps/task", "once s", "setup s", "eval s", "ms/step", "estimate", "peak RSS",
+                "GPU peak")
 
 
 def format_chapter(name: str, plans: Sequence[KindPlan], *, evaluation_listed: bool = True) -> str:
@@ -367,7 +453,7 @@ def format_chapter(name: str, plans: Sequence[KindPlan], *, evaluation_listed: b
             continue
         step_ms = m.step_s * 1000 if m.step_s is not None else None
         setup = m.setup_s if m.setup_s is not None else m.task_s
-        rows.append([kind, str(p.tasks), per_task, num(m.once_s), num(setup), num(step_ms),
+        rows.append([kind, str(p.tasks), per_task, num(m.once_s), num(setup), num(m.evaluate_s), num(step_ms),
                      human_seconds(p.estimate_s), human_mb(m.peak_rss_mb), human_mb(m.peak_gpu_mb, "-")])
     widths = [max([len(h), *(len(r[i]) for r in rows if i < len(r))]) for i, h in enumerate(PLAN_COLUMNS)]
 
@@ -406,6 +492,27 @@ def parse_steps(text: str) -> tuple[int, int]:
     return k1, k2
 
 
+def memory_heavy(module: ModuleType | None, P, jobs: int) -> bool:
+    """Whether ``jobs`` of the chapter's tasks at once would hold more than half this machine's
+    memory (its ``data_mb(P)``, half again for what the task builds on it): such kinds are timed
+    one at a time (beside lighter ones), or side by side they would be killed for memory."""
+    from nearid.book.pricing import machine_memory_mb
+
+    fn = getattr(module, "data_mb", None) if module is not None else None
+    total = machine_memory_mb()
+    if fn is None or not total or jobs <= 1:
+        return False
+    return jobs * 1.5 * float(fn(P)) > 0.5 * total
+
+
+def _cuda_present() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
 def _listed(module: ModuleType | None, hook: str, P) -> list[Task] | None:
     """The tasks ``module.<hook>(P)`` lists, or None where the module has no such hook."""
     fn = getattr(module, hook, None) if module is not None else None
@@ -413,37 +520,63 @@ def _listed(module: ModuleType | None, hook: str, P) -> list[Task] | None:
 
 
 def plan_chapters(params: dict[str, Any], *, steps: tuple[int, int] = DEFAULT_STEPS,
-                  timeout: float = DEFAULT_TIMEOUT, workers: int = 1,
+                  timeout: float = DEFAULT_TIMEOUT, workers: int = 1, jobs: int = 1,
+                  evaluate_share: float | None = EVALUATE_SHARE, timer: Callable[..., Measurement] | None = None,
                   out: Callable[[str], None] = print,
                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Plan every chapter in ``params`` (chapter key -> its resolved parameters ``P``) whose
     experiment module has ``plan(P)`` or ``evaluation_plan(P)``; print each chapter and the
     total through ``out``. Returns a JSON-able report: per chapter its kinds and summary
     (None: neither hook). With ``workers``, the tasks spread over them and the chapters' own
-    evaluation does not (it runs in each chapter's kernel)."""
-    report: dict[str, Any] = {"steps": list(steps), "workers": workers, "chapters": {}}
+    evaluation does not (it runs in each chapter's kernel). ``jobs`` kinds are timed at a
+    time, each in its own one-thread process (one per core: the timings stay those of one
+    worker); ``evaluate_share``: see :func:`measure`."""
+    import functools
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    if timer is None:
+        timer = functools.partial(measure, evaluate_share=evaluate_share)
+    report: dict[str, Any] = {"steps": list(steps), "workers": workers, "jobs": jobs,
+                              "evaluate_share": evaluate_share, "chapters": {}}
     tasks_s, evaluation_s, longest, complete, peak, without, unlisted = 0.0, 0.0, 0.0, True, [], [], []
-    for key, P in params.items():
-        module = experiment_module(key.split("_", 1)[0])
-        tasks, evaluation = _listed(module, "plan", P), _listed(module, "evaluation_plan", P)
-        if tasks is None and evaluation is None:
-            without.append(key)
-            report["chapters"][key] = None
-            out(f"{key}: its experiment module has no plan(P) and no evaluation_plan(P); not estimated")
-            continue
-        if evaluation is None:
-            unlisted.append(key)
-        plans = plan_tasks(tasks or [], steps=steps, timeout=timeout, progress=progress)
-        plans += plan_tasks(evaluation or [], steps=steps, timeout=timeout, progress=progress, stage=EVALUATION)
-        summary = chapter_summary(plans)
-        report["chapters"][key] = {"kinds": [p.to_dict() for p in plans], "evaluation_listed": evaluation is not None,
-                                   **summary}
-        out(format_chapter(f"{key}: {len(tasks or [])} tasks", plans, evaluation_listed=evaluation is not None))
-        tasks_s += summary["tasks_s"]
-        evaluation_s += summary["evaluation_s"]
-        longest = max(longest, summary["longest_s"] or 0.0)
-        complete &= summary["complete"]
-        peak += [summary["peak_rss_mb"]] if summary["peak_rss_mb"] else []
+    chapters: dict[str, tuple[int, bool, list[Future]]] = {}
+    cuda = _cuda_present()
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))  # threads that wait on measuring processes
+    alone = ThreadPoolExecutor(max_workers=1)  # GPU kinds and memory-heavy ones, one at a time
+    try:
+        for key, P in params.items():  # every kind of every chapter queued, in chapter order
+            module = experiment_module(key.split("_", 1)[0])
+            tasks, evaluation = _listed(module, "plan", P), _listed(module, "evaluation_plan", P)
+            if tasks is None and evaluation is None:
+                chapters[key] = None
+                continue
+            timings = _timings(tasks or [], steps, TASKS) + _timings(evaluation or [], steps, EVALUATION)
+            heavy = memory_heavy(module, P, jobs)
+            chapters[key] = (len(tasks or []), evaluation is not None,
+                             [(alone if (t.plan.gpu and cuda) or (heavy and t.plan.stage == TASKS) else pool).submit(
+                                 _run_timings, [t], timeout=timeout, timer=timer, progress=progress, jobs=1)
+                              for t in timings])
+        for key, entry in chapters.items():  # printed in order, each as soon as its kinds are timed
+            if entry is None:
+                without.append(key)
+                report["chapters"][key] = None
+                out(f"{key}: its experiment module has no plan(P) and no evaluation_plan(P); not estimated")
+                continue
+            n_tasks, listed, futures = entry
+            if not listed:
+                unlisted.append(key)
+            plans = [p for f in futures for p in f.result()]
+            summary = chapter_summary(plans)
+            report["chapters"][key] = {"kinds": [p.to_dict() for p in plans], "evaluation_listed": listed, **summary}
+            out(format_chapter(f"{key}: {n_tasks} tasks", plans, evaluation_listed=listed))
+            tasks_s += summary["tasks_s"]
+            evaluation_s += summary["evaluation_s"]
+            longest = max(longest, summary["longest_s"] or 0.0)
+            complete &= summary["complete"]
+            peak += [summary["peak_rss_mb"]] if summary["peak_rss_mb"] else []
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        alone.shutdown(wait=True, cancel_futures=True)
     planned = [k for k, v in report["chapters"].items() if v is not None]
     total = tasks_s + evaluation_s
     report.update(estimate_s=total, tasks_s=tasks_s, evaluation_s=evaluation_s, complete=complete,

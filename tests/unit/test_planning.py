@@ -117,6 +117,47 @@ def test_measure_reports_errors_and_timeouts(tmp_path):
     assert m.error == "timed out after 2 s"
 
 
+def test_a_task_that_evaluates_inside_is_timed_without_it_and_on_a_share_of_its_rows():
+    """Chapter 05's tasks probe their model after training: the three runs leave that out
+    (evaluate=0) and one more scores a share of the rows; the estimate adds it back per task."""
+    task = Task(tf.evaluating, {"seconds": 0.3, "per_step": 0.05, "eval_seconds": 4.0}, kind="probe", steps=100)
+    m = planning.measure(task, steps=(2, 10), timeout=300, evaluate_share=0.25)
+    assert m.error is None, m.error
+    assert m.evaluate_share == 0.25 and m.evaluate_s == pytest.approx(4.0, abs=0.6)
+    assert m.setup_s < 1.5, "the training runs did not evaluate"
+    assert len(m.seconds) == 3 and m.per_task_s == pytest.approx(m.setup_s + m.evaluate_s)
+    (plan,) = planning.plan_tasks([task, task], timer=lambda t, steps, timeout: m)
+    assert plan.estimate_s == pytest.approx(m.once_s + 2 * (m.setup_s + m.evaluate_s + 100 * m.step_s))
+    assert "eval s" in planning.format_chapter("05", [plan])
+    plain = planning.measure(Task(tf.sleepy, {"seconds": 0.1}), steps=None, evaluate_share=0.25)
+    assert plain.evaluate_share is None and plain.evaluate_s is None, "a task without evaluate is timed as it is"
+    with pytest.raises(ValueError, match="evaluate_share"):
+        planning.measure(task, evaluate_share=0.0)
+
+
+def test_kinds_are_timed_side_by_side_in_order():
+    """--jobs 2: two kinds at a time (each in its own process), the plans in the kinds' order."""
+    import threading
+    import time
+
+    running, overlap = [], []
+    lock = threading.Lock()
+
+    def timer(task, steps, timeout):
+        with lock:
+            running.append(task.label)
+            overlap.append(len(running))
+        time.sleep(0.2)
+        with lock:
+            running.remove(task.label)
+        return Measurement(label=task.label, steps=None, seconds=[1.0], task_s=1.0)
+
+    tasks = [Task(tf.where_am_i, {"x": i}, kind=f"k{i}", label=f"t{i}") for i in range(4)]
+    plans = planning.plan_tasks(tasks, timer=timer, jobs=2)
+    assert [p.kind for p in plans] == ["k0", "k1", "k2", "k3"] and max(overlap) == 2
+    assert [p.estimate_s for p in plans] == [1.0] * 4
+
+
 def test_helpers():
     assert planning.parse_steps("2,10") == (2, 10)
     for bad in ("10,2", "2", "a,b", "0,3"):
@@ -126,3 +167,20 @@ def test_helpers():
         ["< 1 s", "42 s", "10 min", "2.0 h", "4.0 d"]
     assert planning.experiment_module("03").__name__ == "nearid.experiments.ch03_bilipschitz"
     assert planning.experiment_module("99") is None
+
+
+def test_chapters_whose_data_fill_the_memory_are_timed_one_kind_at_a_time(monkeypatch):
+    """Two of chapter 05's full tasks (6.4 GB of images each, 12 GB at their peak) were killed
+    for memory side by side on a 23 GB machine: such a chapter's kinds are timed alone."""
+    from nearid.book import pricing
+    from nearid.book.profiles import resolve
+
+    monkeypatch.setattr(pricing, "machine_memory_mb", lambda: 23.5 * 1024)
+
+    ch05 = planning.experiment_module("05")
+    assert planning.memory_heavy(ch05, resolve("05", "full"), jobs=2)
+    assert not planning.memory_heavy(ch05, resolve("05", "quick"), jobs=2)
+    assert not planning.memory_heavy(ch05, resolve("05", "full"), jobs=1)
+    assert not planning.memory_heavy(planning.experiment_module("01"), resolve("01", "full"), jobs=2)
+    monkeypatch.setattr(pricing, "machine_memory_mb", lambda: 128 * 1024)  # a GPU machine's
+    assert not planning.memory_heavy(ch05, resolve("05", "full"), jobs=2)

@@ -125,11 +125,18 @@ def _cmd_plan(args) -> int:
     keys = [profiles.chapter_key(c) for c in args.chapter] or list(profiles.CHAPTERS)
     params = {key: profiles.resolve(key, args.profile, overrides) for key in keys}  # fails fast
     steps = planning.parse_steps(args.steps)
+    if not 0 < args.evaluate_share <= 1:
+        print(f"nearid plan: --evaluate-share must be in (0, 1], got {args.evaluate_share}", file=sys.stderr)
+        return EXIT_REFUSED
+    jobs = args.jobs or os.cpu_count() or 1
+    if jobs < 1:
+        print(f"nearid plan: --jobs must be at least 1, got {jobs}", file=sys.stderr)
+        return EXIT_REFUSED
     print(f"timing {args.steps.replace(',', ' and ')} optimisation steps of one task of each kind "
-          f"(profile {args.profile}); the chapters' tasks, and their own evaluation where the experiment "
-          "module lists it (evaluation_plan)", flush=True)
+          f"(profile {args.profile}, {jobs} kind{'s' if jobs > 1 else ''} at a time); the chapters' tasks, and "
+          "their own evaluation where the experiment module lists it (evaluation_plan)", flush=True)
     report = planning.plan_chapters(params, steps=steps, timeout=args.timeout,
-                                    workers=args.workers,
+                                    workers=args.workers, jobs=jobs, evaluate_share=args.evaluate_share,
                                     progress=lambda line: print(line, file=sys.stderr, flush=True))
     if json_path:
         json_path.write_text(json.dumps({"profile": args.profile, "overrides": overrides, **report},
@@ -226,6 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="optimisation steps to time each kind at (default 2,10)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per kind of task (default 900)")
     p.add_argument("--workers", type=int, default=1, help="also estimate the wall time on this many workers")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="kinds timed side by side, each in a one-thread process (default: one per core)")
+    p.add_argument("--evaluate-share", type=float, default=0.1, metavar="SHARE",
+                   help="a task that evaluates its model inside (chapter 05's probes) is timed without that "
+                        "evaluation, then once scoring this share of its evaluation rows, scaled up (default 0.1; "
+                        "1 times the whole evaluation)")
     p.add_argument("--json", metavar="PATH", help="also write the estimates as JSON")
     p.set_defaults(func=_cmd_plan)
 

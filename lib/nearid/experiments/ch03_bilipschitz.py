@@ -41,6 +41,7 @@ DATASET = Options(DATASETS, noun="dataset")
 ALPHA = Interval(float, 0, 1)  # the decoder's leaky-ReLU negative slope (1 = linear)
 DRY_RUN_STEPS = 2  # optimiser steps per task in a dry run
 DRY_RUN_EVAL_ROWS = 100  # held-out images per model a dry run evaluates on (at most)
+MIN_MEASURED = 20  # held-out images a run measuring a share of them (evaluate < 1, nearid plan) measures at least
 # The chapter's claims as its table names them, and the paper's figure each one reads.
 CLAIM_LABELS = {"leak_moves_L": "L is smaller for the linear decoder",
                 "rigid_rises_with_L": "the rigid error rises with L",
@@ -131,7 +132,7 @@ def train_and_measure(*, alpha: float, seed: int, weight_decay: float = 0.0, dig
                       dataset: str = "mnist", n_train: int = 5000, n_test: int = 2000, latent_dim: int = 8,
                       hidden: Sequence[int] = (128, 64), epochs: int = 20, batch_size: int = 64,
                       lr: float = 2e-3, encoder_slope: float = 0.0, device: str = "auto",
-                      max_steps: int | None = None, eval_rows: int | None = None) -> dict:
+                      max_steps: int | None = None, eval_rows: int | None = None, evaluate: float = 1.0) -> dict:
     """The chapter's task: train one autoencoder and measure it on held-out images.
 
     Trains on the first ``n_train`` training images (of class ``digit`` only, if given) and
@@ -140,10 +141,17 @@ def train_and_measure(*, alpha: float, seed: int, weight_decay: float = 0.0, dig
     the decoder Jacobian's singular values at them (B(z) is computed from these by the
     sweep, so the estimator can change without retraining), the reconstruction error and
     the training record; no torch module, so the result is small and cacheable.
+    ``evaluate`` is for ``nearid plan``, which prices training and measuring apart: a share
+    below 1 measures only that share of the held-out images (at least :data:`MIN_MEASURED`; 0:
+    that minimum).
     """
+    if not 0 <= evaluate <= 1:
+        raise ValueError(f"evaluate must be a share in [0, 1], got {evaluate}")
     X_tr, _ = load_images(dataset, train=True, n=n_train, digit=digit)
     X_te, _ = load_images(dataset, train=False, n=n_test, digit=digit)
     X_te = X_te[:eval_rows]
+    if evaluate < 1:
+        X_te = X_te[:max(MIN_MEASURED, math.ceil(evaluate * len(X_te)))]
     if len(X_tr) == 0 or len(X_te) < 3:
         raise ValueError(f"{dataset} digit={digit}: {len(X_tr)} training and {len(X_te)} held-out images")
     model, res = train_autoencoder(X_tr, alpha=alpha, seed=seed, latent_dim=latent_dim, hidden=hidden,

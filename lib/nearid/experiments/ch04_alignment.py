@@ -205,8 +205,9 @@ def gpt_neox_pair(text: str | None = None, *, seed: int = 0, hidden: int = 64, l
             ids = np.asarray(tok(eval_text)["input_ids"])
             n = min(eval_windows, len(ids) // context)
             windows = lm.eval_windows(ids, context, n)
-            reps.append(lm.embed_windows(model, windows, device=device))
-            by_layer.append(lm.embed_windows_by_layer(model, windows, device=device))
+            layers = lm.embed_windows_by_layer(model, windows, device=device)  # one pass gives every layer
+            reps.append(layers[f"layer {lm.middle_layer(model)}"])  # = embed_windows(model, windows)
+            by_layer.append(layers)
             info[Path(path).name] = {"source": str(path), "layer": lm.middle_layer(model)}
             info["eval_windows"] = n
             _log(verbose, f"loaded {path}; {n} held-out windows")
@@ -221,8 +222,9 @@ def gpt_neox_pair(text: str | None = None, *, seed: int = 0, hidden: int = 64, l
                       num_attention_heads=heads, max_position_embeddings=max(2 * context, 64))
         res = fit(m, X, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed + k,
                   device=device, grad_clip=1.0, max_steps=max_steps)
-        reps.append(lm.embed_windows(m, ev, device=device))
-        by_layer.append(lm.embed_windows_by_layer(m, ev, device=device))
+        layers = lm.embed_windows_by_layer(m, ev, device=device)  # one pass gives every layer
+        reps.append(layers[f"layer {lm.middle_layer(m.model)}"])  # = embed_windows(m, ev), bit for bit
+        by_layer.append(layers)
         info[f"seed{seed + k}"] = {"final_nll": res.losses[-1], "seconds": res.seconds,
                                    "layer": lm.middle_layer(m.model), "steps": res.steps}
         _log(verbose, f"tiny GPT-NeoX seed {seed + k}: train NLL {res.losses[-1]:.3f} nats/byte "
@@ -286,7 +288,7 @@ class PairSpec:
     many optimiser steps it takes, how it is built, and what it trains or loads."""
 
     settings: Any  # (P, rows) -> the builder's settings (plain values: a task's arguments)
-    steps: Any  # P -> optimiser steps of both models
+    steps: Any  # P -> optimiser steps of each model (what max_steps caps; both models take as many)
     embed: Any  # (settings, *, seed, device, max_steps, data_root) -> Pair
     trains: bool = True  # False: packaged models only (no GPU asked for)
 
@@ -315,15 +317,15 @@ def _lm_settings(P, rows):
 
 PAIRS: dict[str, PairSpec] = {
     "gpt_neox_seeds": PairSpec(
-        _lm_settings, lambda P: 2 * _model_steps(P, P["lm_train_windows"], P["lm_epochs"], 32), _embed_lm),
+        _lm_settings, lambda P: _model_steps(P, P["lm_train_windows"], P["lm_epochs"], 32), _embed_lm),
     "mae_timm_vs_ours": PairSpec(
-        _mae_settings, lambda P: 2 * _model_steps(P, P["mnist_train"], P["mae_epochs"], P["batch_size"]),
+        _mae_settings, lambda P: _model_steps(P, P["mnist_train"], P["mae_epochs"], P["batch_size"]),
         _embed_mnist(lambda Xtr, ytr, Xev, yev, **kw: mae_pair(Xtr, Xev, **kw))),
     "cnn_widths": PairSpec(
-        _cnn_settings, lambda P: 2 * _model_steps(P, P["mnist_train"], P["clf_epochs"], P["batch_size"]),
+        _cnn_settings, lambda P: _model_steps(P, P["mnist_train"], P["clf_epochs"], P["batch_size"]),
         _embed_mnist(lambda *data, **kw: cnn_width_pair(*data, **kw))),
     "resnet18_seeds": PairSpec(
-        _resnet_settings, lambda P: 2 * _model_steps(P, P["resnet_train"], P["resnet_epochs"], P["batch_size"]),
+        _resnet_settings, lambda P: _model_steps(P, P["resnet_train"], P["resnet_epochs"], P["batch_size"]),
         _embed_mnist(lambda *data, **kw: resnet18_pair(*data, **kw))),
     "sentence_encoders": PairSpec(
         lambda P, rows: dict(n_sentences=rows(P["sentences"])), lambda P: 0,
@@ -354,13 +356,25 @@ def pair_settings(P, name: str) -> dict[str, Any]:
     return spec.settings(P, lambda n: min(n, DRY_RUN_EVAL) if dry else n)
 
 
+EVAL_ROWS = ("n_eval", "eval_windows", "n_sentences")  # the settings that count a pair's held-out inputs
+MIN_EVAL_ROWS = 20  # the fewest held-out inputs a pair is embedded on (the profiles' own lower bound)
+
+
 def embed_pair(*, pair: str, seed: int = 0, device: str = "auto", max_steps: int | None = None,
-               data_root: str | None = None, **settings) -> dict[str, Any]:
+               data_root: str | None = None, evaluate: float = 1.0, **settings) -> dict[str, Any]:
     """Task: train (or load) both models of one pair and embed the held-out inputs.
 
     ``settings`` are those of :func:`pair_settings`. Returns ``{"A", "B", "info"}`` (numpy
     arrays and plain values, no torch modules), so the result can be cached and shipped.
+    ``evaluate`` is for ``nearid plan``, which prices training and embedding apart: a share
+    below 1 embeds only that share of the held-out inputs (at least :data:`MIN_EVAL_ROWS`; 0:
+    that minimum).
     """
+    if not 0 <= evaluate <= 1:
+        raise ValueError(f"evaluate must be a share in [0, 1], got {evaluate}")
+    if evaluate < 1:
+        settings = {k: max(MIN_EVAL_ROWS, math.ceil(evaluate * v)) if k in EVAL_ROWS else v
+                    for k, v in settings.items()}
     spec = _spec(pair)
     torch.manual_seed(seed)
     np.random.seed(seed)

@@ -571,8 +571,11 @@ def example_crops(images, cell_well, wells: pd.DataFrame, *, max_batches: int = 
             "vmax": float(np.quantile(images, 0.995))}
 
 
+MIN_EMBEDDED_CELLS = 256  # cells a run embedding a share of them (evaluate < 1, nearid plan) embeds at least
+
+
 def screen_embeddings(*, simulator: dict[str, Any], mae: dict[str, Any], seed: int = 0,
-                      device: str = "auto", max_steps: int | None = None) -> dict[str, Any]:
+                      device: str = "auto", max_steps: int | None = None, evaluate: float = 1.0) -> dict[str, Any]:
     """The chapter's one training task: simulate the screen, train the MAE on its crops, embed
     every well (the mean of its cells' embeddings).
 
@@ -580,17 +583,33 @@ def screen_embeddings(*, simulator: dict[str, Any], mae: dict[str, Any], seed: i
     (its seed among them), ``mae`` those of :func:`train_cell_mae` but the seed and device.
     Returns plain data: the well embeddings and table, the planted well factors, example
     crops for a figure and the training curve.
+
+    ``evaluate`` is for ``nearid plan``, which prices training and embedding apart: a share
+    below 1 embeds only the first share of the cells (at least :data:`MIN_EMBEDDED_CELLS`; 0:
+    none) and reads the figure's intensity scale from them: ``embeddings`` are then those
+    cells', not the wells', and the example crops are left out.
     """
     from nearid.data.cell_simulator import CellPaintingSimulator
     from nearid.train import resolve_device
 
+    if not 0 <= evaluate <= 1:
+        raise ValueError(f"evaluate must be a share in [0, 1], got {evaluate}")
     start = time.perf_counter()
     screen = CellPaintingSimulator(**simulator).simulate()
     dev = resolve_device(device)
     model, result = train_cell_mae(screen.images, **mae, seed=seed, device=dev, max_steps=max_steps)
-    X = well_embeddings(model, screen.images, screen.cell_well, n_wells=screen.n_wells, device=dev)
+    if evaluate == 1:
+        X = well_embeddings(model, screen.images, screen.cell_well, n_wells=screen.n_wells, device=dev)
+        examples = example_crops(screen.images, screen.cell_well, screen.wells)
+    else:
+        from nearid.train import predict
+
+        k = max(MIN_EMBEDDED_CELLS, math.ceil(evaluate * len(screen.images))) if evaluate > 0 else 0
+        images = np.asarray(screen.images[:k], dtype=np.float32)
+        X = predict(model.embed, images, device=dev) if k else np.zeros((0, 0))  # cells', not wells'
+        examples = {"vmax": float(np.quantile(images, 0.995))} if k else {}
     return {"embeddings": X, "wells": screen.wells, "well_factors": screen.well_factors,
-            "examples": example_crops(screen.images, screen.cell_well, screen.wells),
+            "examples": examples,
             "n_cells": int(len(screen.images)), "image_size": int(screen.images.shape[-1]),
             "losses": [float(v) for v in result.losses], "steps": int(result.steps),
             "seconds": time.perf_counter() - start, "device": str(dev)}

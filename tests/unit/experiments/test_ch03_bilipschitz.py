@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from nearid.book.profiles import resolve
-from nearid.experiments.ch03_bilipschitz import (DRY_RUN_EVAL_ROWS, DRY_RUN_STEPS, BiLipschitzSweep, fit_sweeps,
+from nearid.experiments.ch03_bilipschitz import (DRY_RUN_EVAL_ROWS, DRY_RUN_STEPS, MIN_MEASURED, BiLipschitzSweep,
+                                                 fit_sweeps,
                                                  fit_theory_curve, leak_effect, load_images, plan, rank_correlation,
                                                  spearman_rho, summarise, theory_curve, theory_fit_intervals,
                                                  train_and_measure, train_autoencoder)
@@ -108,6 +109,9 @@ def test_task_is_deterministic_and_stops_at_max_steps():
     assert a["steps"] == 2 * 7 and a["codes"].shape == (100, 3) and a["singular_values"].shape == (100, 3)
     short = train_and_measure(**{**kw, "max_steps": 2, "eval_rows": 40})
     assert short["steps"] == 2 and short["codes"].shape == (40, 3) and short["n_test"] == 40
+    planned = train_and_measure(**{**kw, "max_steps": 2, "evaluate": 0.5})  # nearid plan: half the images
+    assert planned["codes"].shape == (50, 3) and planned["train_loss"] == short["train_loss"]
+    assert train_and_measure(**{**kw, "max_steps": 2, "evaluate": 0.0})["codes"].shape == (MIN_MEASURED, 3)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         train_autoencoder(np.zeros((10, 64)), alpha=1.5, seed=0)
 

@@ -293,13 +293,14 @@ def test_plan_has_one_task_per_pair_and_replicate_with_steps_and_dry_run():
     assert all(t.kind == f"ch04:{t.kwargs['pair']}" and t.label for t in tasks)
     json.dumps([t.kwargs for t in tasks])  # plain values: they are the cache key
     by = {t.kwargs["pair"]: t for t in tasks}
-    assert by["resnet18_seeds"].steps == 2 * 3 * math.ceil(3000 / 128)
-    assert by["gpt_neox_seeds"].steps == 2 * 2 * math.ceil(4000 / 32)
+    # steps count what max_steps caps: each model's (both models of a pair train as long)
+    assert by["resnet18_seeds"].steps == 3 * math.ceil(3000 / 128)
+    assert by["gpt_neox_seeds"].steps == 2 * math.ceil(4000 / 32)
     assert by["sentence_encoders"].steps == 0 and not by["sentence_encoders"].gpu and by["mae_timm_vs_ours"].gpu
     assert all(t.kwargs["max_steps"] is None for t in tasks)
     dry = {t.kwargs["pair"]: t for t in ch04_alignment.plan(resolve("04", "full", {"dry_run": True}))}
     assert all(t.kwargs["max_steps"] == 2 for t in dry.values())
-    assert dry["mae_timm_vs_ours"].steps == 4 and dry["resnet18_seeds"].kwargs["n_eval"] == ch04_alignment.DRY_RUN_EVAL
+    assert dry["mae_timm_vs_ours"].steps == 2 and dry["resnet18_seeds"].kwargs["n_eval"] == ch04_alignment.DRY_RUN_EVAL
     assert dry["gpt_neox_seeds"].kwargs["eval_windows"] == ch04_alignment.DRY_RUN_EVAL
     assert dry["resnet18_seeds"].kwargs["stem_stride"] == 1  # the full shapes, only fewer steps and rows
     with pytest.raises(ValueError, match="unknown pair 'gpt4'; valid: gpt_neox_seeds, mae_timm_vs_ours"):
@@ -371,3 +372,27 @@ def test_links_that_involve_ica_carry_whether_its_fits_converged():
     assert out["order_cnn_widths_ica_rigid"]["ica_converged"] is False
     assert "ica_converged" not in out["order_cnn_widths_rigid_linear"], "no ICA fit behind it"
     assert "ica_converged" not in ch04_alignment.order_claims(links)["order_cnn_widths_ica_rigid"]
+
+
+def test_a_planned_run_embeds_a_share_of_the_held_out_inputs():
+    """nearid plan prices a pair's embedding apart from its training (evaluate): a share
+    embeds that share of the held-out inputs, never fewer than MIN_EVAL_ROWS; 1 embeds all."""
+    kw = dict(pair="cnn_widths", seed=0, device="cpu", max_steps=1, n_train=64, n_eval=300, feature_dim=4,
+              base_feature_dim=4, epochs=1, lr=1e-3, batch_size=32)
+    assert ch04_alignment.embed_pair(**kw)["A"].shape[0] == 300
+    assert ch04_alignment.embed_pair(**kw, evaluate=0.1)["A"].shape[0] == 30
+    assert ch04_alignment.embed_pair(**kw, evaluate=0.0)["A"].shape[0] == ch04_alignment.MIN_EVAL_ROWS
+    with pytest.raises(ValueError, match="evaluate must be a share"):
+        ch04_alignment.embed_pair(**kw, evaluate=2.0)
+
+
+def test_the_language_pairs_middle_layer_is_its_layer_by_layer_entry_bit_for_bit():
+    """gpt_neox_pair embeds once, every layer, and takes the middle layer from there: the
+    same numbers embed_windows gives with a pass of its own."""
+    from nearid.models import language as lm
+
+    text = "to be or not to be, that is the question. " * 40
+    m = lm.TinyLM(seed=0, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64)
+    ev = lm.eval_windows(lm.ByteTokenizer().encode(text), 16, 70)
+    layers = lm.embed_windows_by_layer(m, ev)
+    np.testing.assert_array_equal(layers[f"layer {lm.middle_layer(m.model)}"], lm.embed_windows(m, ev))

@@ -1,6 +1,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from nearid import paper
 from nearid.book.profiles import resolve
@@ -83,6 +84,20 @@ def test_max_steps_cuts_the_run_and_fills_every_budget():
     r = ch05.train_and_score(**TINY, trend_epochs=[1, 3], max_steps=2, secondary=False)
     assert r["steps"] == 2
     assert {t["epochs"] for t in r["trend"]} == {1, 3}
+
+
+def test_a_planned_run_prices_its_scoring_apart(monkeypatch):
+    """nearid plan times training alone (evaluate=0) and scoring on a share of the images:
+    the model trains the same in both, only what is encoded and scored shrinks."""
+    whole = ch05.train_and_score(**TINY, trend_epochs=[1, 2], max_steps=3, secondary=False)
+    bare = ch05.train_and_score(**TINY, trend_epochs=[1, 2], max_steps=3, secondary=False, evaluate=0.0)
+    assert bare["rows"] == {} and bare["trend"] == [] and bare["losses"] == whole["losses"]
+    monkeypatch.setattr(ch05, "MIN_EVALUATED", 10)
+    half = ch05.train_and_score(**TINY, trend_epochs=[1, 2], max_steps=3, secondary=False, evaluate=0.5)
+    assert half["losses"] == whole["losses"] and whole["codes"]["ae"].shape[0] == TINY["n_eval"]
+    assert {k: v.shape[0] for k, v in half["codes"].items()} == {"ae": 40, "ae_ica": 40, "ae_ica_k": 40}
+    with pytest.raises(ValueError, match="evaluate must be a share"):
+        ch05.train_and_score(**TINY, evaluate=-1)
 
 
 def test_bad_arguments():
@@ -238,3 +253,12 @@ def test_summarise_and_payload():
     assert std["mpi3d"]["ae"]["infom"] == pytest.approx(np.std([0.4, 0.6], ddof=1))
     with pytest.raises(ValueError, match="lack columns"):
         ch05.summarise(pd.DataFrame(rows).drop(columns="mig"))
+
+
+def test_images_become_one_float_tensor_chunk_by_chunk_with_the_same_bits():
+    images = np.random.default_rng(0).integers(0, 256, (50, 8, 8, 3), dtype=np.uint8)
+    at_once = torch.from_numpy(images).permute(0, 3, 1, 2).float().div_(255.0).contiguous()
+    chunked = ch05.images_to_tensor(images, chunk=7)
+    assert chunked.is_contiguous() and torch.equal(chunked, at_once)
+    with pytest.raises(ValueError, match="expected uint8 images"):
+        ch05.images_to_tensor(images.astype(np.float32))

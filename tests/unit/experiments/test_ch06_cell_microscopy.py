@@ -266,6 +266,23 @@ def test_screen_embeddings_task_returns_plain_data():
     np.testing.assert_array_equal(again["embeddings"], out["embeddings"])  # seeded inside
 
 
+def test_a_planned_run_embeds_a_share_of_the_cells(monkeypatch):
+    """nearid plan prices the MAE's training and the embedding of every cell apart."""
+    P = resolve("06", "smoke", {"n_batches": 2, "controls_per_batch": 2, "n_splits": 2, "mae_replicates": 1,
+                                "trend_epochs": [1]})
+    (task,) = ch06_cell_microscopy.plan(P)
+    monkeypatch.setattr(ch06_cell_microscopy, "MIN_EMBEDDED_CELLS", 4)
+    n_cells = 2 * (2 + 15) * P.cells_per_well
+    whole = Task(task.fn, dict(task.kwargs, max_steps=1, device="cpu"))()
+    half = Task(task.fn, dict(task.kwargs, max_steps=1, device="cpu", evaluate=0.5))()
+    none = Task(task.fn, dict(task.kwargs, max_steps=1, device="cpu", evaluate=0.0))()
+    assert half["embeddings"].shape == (math.ceil(n_cells / 2), P.embed_dim) and "crops" not in half["examples"]
+    assert none["embeddings"].size == 0 and none["examples"] == {}
+    assert half["losses"] == none["losses"] == whole["losses"], "the MAE trains the same"
+    with pytest.raises(ValueError, match="evaluate must be a share"):
+        Task(task.fn, dict(task.kwargs, max_steps=1, device="cpu", evaluate=1.5))()
+
+
 def test_scale_trend_decides_every_claim_at_every_budget():
     P = resolve("06", "smoke", {"n_batches": 3, "controls_per_batch": 4, "n_splits": 3})
     embeddings = {t.kwargs["mae"]["epochs"]: Task(t.fn, dict(t.kwargs, max_steps=2, device="cpu"))()
