@@ -33,13 +33,15 @@ trains two models, each cut by ``max_steps``, counts the steps of one.
 in its own one-thread process as a worker would run it, so on an idle machine the timings
 are those of one worker; kinds on a GPU are timed one at a time (they would share it), and so
 are the tasks of a chapter whose data would not fit ``jobs`` times in memory
-(:func:`memory_heavy`: chapters 05 and 06 at ``full`` on a 23 GB machine). A task without ``steps`` (or whose function takes no
-``max_steps``) is run whole and counted at that time for each task of its kind; when that
-run took less than ``WARM_RERUN`` seconds it is run a second time, and the difference is
-its ``once`` (a first FastICA fit in a process pays for scikit-learn's lazy imports: counted
-per task, that cost would dominate a kind of many small fits). Peak
-memory is the peak resident set size of that process (``VmHWM``), and on a GPU
-``torch.cuda.max_memory_allocated``: what each worker needs, not the sum.
+(:func:`memory_heavy`: chapters 05 and 06 at ``full`` on a 23 GB machine).
+
+A task without ``steps`` (or whose function takes no ``max_steps``) is run whole and counted
+at that time for each task of its kind; when that run took less than ``WARM_RERUN`` seconds
+it is run a second time, and the difference is its ``once`` (a first FastICA fit in a
+process pays for scikit-learn's lazy imports: counted per task, that cost would dominate a
+kind of many small fits). Peak memory is the peak resident set size of that process
+(``VmHWM``), and on a GPU ``torch.cuda.max_memory_allocated``: what each worker needs, not
+the sum.
 
 A chapter's own cells do work outside its tasks: they align, probe, classify and bootstrap
 the trained models' outputs in the kernel, one process, while a pool's workers (or a GPU)
