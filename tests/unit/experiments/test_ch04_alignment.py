@@ -376,7 +376,7 @@ def test_links_that_involve_ica_carry_whether_its_fits_converged():
 def test_evaluation_plan_prices_every_compare_pair_at_each_pairs_shape(tmp_path):
     """Full: 13 pair replicates + 5 pairs x 5 grid settings + 4 paper pairs x 4 trend fractions
     = 54 compare_pair calls, one kind per embedding shape; the invariance exercise's 3 versions
-    of A at FastICA's 1,000 iterations; the language pair's layer maps."""
+    of A, each up to FastICA's 1,000 iterations; the language pair's layer maps."""
     import inspect
 
     from nearid import align, planning
@@ -401,7 +401,8 @@ def test_evaluation_plan_prices_every_compare_pair_at_each_pairs_shape(tmp_path)
     assert ch04_alignment.embedding_shape(full, "sentence_encoders") == (full.sentences, 384, 384)
     exercise = kinds["ch04 invariance exercise"]
     assert [t.kwargs["variant"] for t in exercise] == list(ch04_alignment.EXERCISE_VARIANTS)
-    assert exercise[0].steps == inspect.signature(align.compare).parameters["ica_max_iter"].default
+    iterations = inspect.signature(align.compare).parameters["ica_max_iter"].default
+    assert exercise[0].steps * ch04_alignment.EXERCISE_ITERATIONS_PER_UNIT == iterations
     (layers,) = kinds["ch04 layer matrices"]
     assert (layers.kwargs["rows"], layers.kwargs["width"], layers.kwargs["states"]) == (
         full.lm_eval_windows, full.lm_hidden, full.lm_layers + 1)
