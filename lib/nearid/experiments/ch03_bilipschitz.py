@@ -497,3 +497,137 @@ def leak_effect(models: pd.DataFrame, *, alpha_a: float, alpha_b: float, column:
     if len(both) < 2:
         raise ValueError(f"need >= 2 (group, weight decay, seed) units at both alphas, got {len(both)}")
     return paired_difference(a.loc[both].to_numpy(), b.loc[both].to_numpy(), method="t")
+
+
+# --------------------------------------------------------------------------- evaluation, priced
+# The exercises' smoke-sized sweeps, as the chapter's exercise cells train them (1,000 training
+# and 500 held-out images, 5 epochs, two seeds, at the chapter's code size and hidden layers).
+EXERCISE_SWEEP = dict(n_train=1000, n_test=500, epochs=5, seeds=2)
+EXERCISE_WEIGHT_DECAYS = (0.0, 0.5, 2.0)  # the weight-decay exercise's grid (linear decoders)
+HAND_MODEL = dict(n_train=1000, n_test=200, epochs=2, batch_size=64)  # the "B(z) by hand" exercise's model
+
+
+def exercise_sweeps(P: Mapping) -> list[BiLipschitzSweep]:
+    """The sweeps the chapter's exercises train for resolved parameters ``P``: the linear
+    decoders at three weight decays, then the ReLU and linear decoders at the chapter's code
+    size and at half of it. Their size follows ``latent_dim`` and ``hidden`` (the profile),
+    not ``dry_run``: the exercise cells train them whole in a dry run too."""
+    small = dict(n_train=EXERCISE_SWEEP["n_train"], n_test=EXERCISE_SWEEP["n_test"], hidden=tuple(P["hidden"]),
+                 epochs=EXERCISE_SWEEP["epochs"], tie_encoder=True, log=None)
+    out = [BiLipschitzSweep(alphas=[1.0], seeds=EXERCISE_SWEEP["seeds"], weight_decays=list(EXERCISE_WEIGHT_DECAYS),
+                            latent_dim=P["latent_dim"], **small)]
+    for d in sorted({max(2, P["latent_dim"] // 2), P["latent_dim"]}):
+        out.append(BiLipschitzSweep(alphas=[0.0, 1.0], seeds=EXERCISE_SWEEP["seeds"],
+                                    weight_decays=[P["digit_weight_decay"]], latent_dim=d, **small))
+    return out
+
+
+def seed_pair_alignments(*, rows: Sequence[int], latent_dim: int, pairs: int, fit_fraction: float = 0.5,
+                         seed: int = 0, max_steps: int | None = None) -> int:
+    """:meth:`BiLipschitzSweep.fit`'s alignments at a chapter's shape, on stand-in codes, for
+    ``nearid plan``: ``pairs`` rigid + linear :func:`nearid.align.compare` calls (only the
+    first ``max_steps`` when given), call k on two ``rows[k % len(rows)]`` x ``latent_dim``
+    code matrices (the digit models' held-out sets differ in size from digit to digit, so
+    the calls cycle through them and any first k are a fair sample). Procrustes and least
+    squares cost the same whatever the codes hold: seeded Gaussian codes and a noisy linear
+    image of them stand in for two seeds' codes. Returns the comparisons made."""
+    rng = np.random.default_rng(seed)
+    codes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    done = pairs if max_steps is None else min(pairs, max_steps)
+    for k in range(done):
+        n = int(rows[k % len(rows)])
+        if n not in codes:
+            A = rng.standard_normal((n, latent_dim))
+            codes[n] = (A, A @ rng.standard_normal((latent_dim, latent_dim)) + 0.1 * rng.standard_normal((n, latent_dim)))
+        compare(*codes[n], fit_fraction=fit_fraction, seed=seed, families=("rigid", "linear"))
+    return done
+
+
+def verdict_bootstraps(*, pairs: int, nonlinear_pairs: int, models: int, digit_pairs: Sequence[int] = (),
+                       margin: float, seed: int = 0) -> int:
+    """The chapter's bootstrap intervals (2,000 resamples each) at its shape, on stand-in
+    numbers, for ``nearid plan``: the rank correlations over the ``pairs`` pairs of seeds
+    (L_mean, L_max, the linear error, the local estimate of the exercise, and over the
+    ``nonlinear_pairs`` with alpha < 1), the theory fit's floor and slope, Figure A.4's
+    equivalence, reconstruction over ``models``, and one rank correlation per digit budget
+    (``digit_pairs``: its pairs of seeds) plus the verdict at the largest. A resample's cost
+    does not depend on the values. Returns the intervals computed."""
+    rng = np.random.default_rng(seed)
+    L, L_max, err = rng.random(pairs), rng.random(pairs), rng.random(pairs)
+    n = 0
+    for x in (L, L_max, rng.random(pairs)):  # rho all, rho max, rho lin
+        rank_correlation(x, err)
+        n += 1
+    if nonlinear_pairs >= 3:
+        rank_correlation(L[:nonlinear_pairs], err[:nonlinear_pairs])
+        n += 1
+    n += len(theory_fit_intervals(L, err))
+    same_proportionality(L, L_max, err, margin=margin, seed=seed)
+    rank_correlation(rng.random(models), rng.random(models))  # reconstruction against L
+    rank_correlation(rng.random(pairs), err)  # the local estimate (an exercise)
+    n += 3
+    for m in digit_pairs:
+        rank_correlation(rng.random(m), rng.random(m))
+        n += 1
+    if digit_pairs:  # the verdict at the largest budget
+        rank_correlation(rng.random(digit_pairs[-1]), rng.random(digit_pairs[-1]))
+        n += 1
+    return n
+
+
+def _held_out_rows(sweep: BiLipschitzSweep) -> list[int]:
+    """Held-out images per group of ``sweep`` (what each model's codes have as rows): the first
+    ``n_test`` test images, of the group's digit only, cut to ``eval_rows``."""
+    y = _labels(sweep.dataset, False)[:sweep.n_test]
+    counts = [len(y)] if sweep.digits is None else [int((y == d).sum()) for d in sweep.digits]
+    return [n if sweep.eval_rows is None else min(n, sweep.eval_rows) for n in counts]
+
+
+def evaluation_plan(P: Mapping) -> list[Task]:
+    """What the chapter computes outside :func:`plan`'s tasks, for ``nearid plan``: the rigid +
+    linear alignment of every pair of seeds in every setting (one kind for the all-digit
+    sweep, one for the digit sweeps of every budget; one unit per pair), the bootstrap
+    intervals of its verdicts, and the exercises' autoencoders (:func:`exercise_sweeps` and
+    the "B(z) by hand" model: real tasks, cut to a few optimiser steps when timed)."""
+    import dataclasses
+
+    from nearid.claims import registry
+
+    sweeps = chapter_sweeps(P, log=None)
+    tasks, digit_rows, digit_pairs = [], [], []
+    for name, sw in sweeps.items():
+        rows = _held_out_rows(sw)
+        n_pairs = len(rows) * len(sw.alphas) * len(sw.weight_decays) * math.comb(sw.seeds, 2)
+        if name == "all":
+            tasks.append(Task(seed_pair_alignments, dict(rows=rows, latent_dim=P["latent_dim"], pairs=n_pairs,
+                                                         fit_fraction=sw.fit_fraction, seed=P["seed"]),
+                              kind="ch03 seed-pair alignments", steps=n_pairs,
+                              label=f"{n_pairs} rigid + linear alignments of {rows[0]} x {P['latent_dim']} codes"))
+            all_pairs = n_pairs
+            nonlinear = n_pairs // len(sw.alphas) * sum(a < 1 for a in sw.alphas)
+            n_models = len(sw.alphas) * len(sw.weight_decays) * sw.seeds
+        else:
+            digit_rows, fit_fraction = rows, sw.fit_fraction
+            digit_pairs.append(n_pairs)
+    if digit_pairs:
+        total = sum(digit_pairs)
+        tasks.append(Task(seed_pair_alignments, dict(rows=digit_rows, latent_dim=P["latent_dim"], pairs=total,
+                                                     fit_fraction=fit_fraction, seed=P["seed"]),
+                          kind="ch03 seed-pair alignments (digit models)", steps=total,
+                          label=f"{total} rigid + linear alignments of "
+                                + (f"{min(digit_rows)} to {max(digit_rows)}" if len(set(digit_rows)) > 1 else
+                                   f"{digit_rows[0]}") + f" x {P['latent_dim']} codes (one digit each)"))
+    tasks.append(Task(verdict_bootstraps, dict(pairs=all_pairs, nonlinear_pairs=nonlinear, models=n_models,
+                                               digit_pairs=digit_pairs, seed=P["seed"],
+                                               margin=registry()["rigid_rises_with_Lmax"].margin),
+                      kind="ch03 verdict bootstraps",
+                      label=f"bootstrap intervals over {all_pairs} pairs of seeds, {n_models} models"
+                            + (f" and {len(digit_pairs)} digit budgets" if digit_pairs else "")))
+    exercise = "ch03 exercise autoencoder"
+    for sw in exercise_sweeps(P):
+        tasks += [dataclasses.replace(t, kind=exercise, label="exercise: " + t.label) for t in sw.tasks()]
+    hand = dict(alpha=0.0, seed=0, latent_dim=P["latent_dim"], hidden=[int(h) for h in P["hidden"]],
+                encoder_slope=0.0, device="cpu", **HAND_MODEL)
+    tasks.append(Task(train_and_measure, hand, kind=exercise, label="exercise: B(z) by hand, one ReLU autoencoder",
+                      steps=HAND_MODEL["epochs"] * math.ceil(HAND_MODEL["n_train"] / HAND_MODEL["batch_size"])))
+    return tasks

@@ -205,9 +205,9 @@ def gpt_neox_pair(text: str | None = None, *, seed: int = 0, hidden: int = 64, l
             ids = np.asarray(tok(eval_text)["input_ids"])
             n = min(eval_windows, len(ids) // context)
             windows = lm.eval_windows(ids, context, n)
-            layers = lm.embed_windows_by_layer(model, windows, device=device)  # one pass gives every layer
-            reps.append(layers[f"layer {lm.middle_layer(model)}"])  # = embed_windows(model, windows)
-            by_layer.append(layers)
+            states = lm.embed_windows_by_layer(model, windows, device=device)  # one pass gives every layer
+            reps.append(states[f"layer {lm.middle_layer(model)}"])  # = embed_windows(model, windows)
+            by_layer.append(states)
             info[Path(path).name] = {"source": str(path), "layer": lm.middle_layer(model)}
             info["eval_windows"] = n
             _log(verbose, f"loaded {path}; {n} held-out windows")
@@ -222,9 +222,9 @@ def gpt_neox_pair(text: str | None = None, *, seed: int = 0, hidden: int = 64, l
                       num_attention_heads=heads, max_position_embeddings=max(2 * context, 64))
         res = fit(m, X, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed + k,
                   device=device, grad_clip=1.0, max_steps=max_steps)
-        layers = lm.embed_windows_by_layer(m, ev, device=device)  # one pass gives every layer
-        reps.append(layers[f"layer {lm.middle_layer(m.model)}"])  # = embed_windows(m, ev), bit for bit
-        by_layer.append(layers)
+        states = lm.embed_windows_by_layer(m, ev, device=device)  # one pass gives every layer
+        reps.append(states[f"layer {lm.middle_layer(m.model)}"])  # = embed_windows(m, ev), bit for bit
+        by_layer.append(states)
         info[f"seed{seed + k}"] = {"final_nll": res.losses[-1], "seconds": res.seconds,
                                    "layer": lm.middle_layer(m.model), "steps": res.steps}
         _log(verbose, f"tiny GPT-NeoX seed {seed + k}: train NLL {res.losses[-1]:.3f} nats/byte "
@@ -268,13 +268,19 @@ def _embed_mnist(build):
     return embed
 
 
+def usable_checkpoints(paths: Sequence[str]) -> list[str]:
+    """The checkpoint folders the language pair loads: all of ``paths`` when every one holds a
+    ``config.json``, else none (it then trains two tiny models)."""
+    found = [q for q in paths if (Path(q) / "config.json").is_file()]
+    return list(paths) if paths and len(found) == len(paths) else []
+
+
 def _embed_lm(settings, *, seed, device, max_steps, data_root):
     """The language pair: two real checkpoints when every requested folder holds one, else two
     tiny GPT-NeoX models trained here (and the pair's info says so)."""
     s = dict(settings)
     paths = list(s.pop("pretrained", []))
-    found = [q for q in paths if (Path(q) / "config.json").is_file()]
-    use = paths if paths and len(found) == len(paths) else []
+    use = usable_checkpoints(paths)
     p = gpt_neox_pair(seed=seed, device=device, max_steps=max_steps, pretrained=use, **s)
     p.info["requested_checkpoints"] = paths
     if paths and not use:
@@ -837,3 +843,188 @@ def trend_reading(verdicts: Sequence[str]) -> str:
                 "evaluation sets would lower our efficiencies; this chapter does not show that they do")
     return ("nowhere consistently: the change is inconclusive or differs in sign between pairs, so "
             "these budgets say nothing about how the efficiency would move at the paper's scale")
+
+
+# ----------------------------------------------------------------------------- evaluation, priced
+RESNET18_FEATURES = 512  # ResNet18Classifier.feature_dim: torchvision's resnet18 fc.in_features
+# Stand-in embeddings for nearid plan are Gaussian rows whose i-th principal direction has
+# variance i ** -decay, so that the ICA rule keeps about as many components as it does on real
+# codes (FastICA's cost grows with their square). Pairs trained here: decay 2, on which the
+# 0.95 rule keeps about a dozen components at any width (the trained pairs of the quick
+# reference run kept 5 to 29); the packaged sentence encoders: flat (decay 0), because on
+# them the rule hit the one-component-per-ten-fit-rows cap. Gaussian rows never let FastICA
+# converge, so every fit runs to its iteration limit: the price is an upper bound where the
+# real fits converge sooner.
+TRAINED_DECAY, PACKAGED_DECAY = 2.0, 0.0
+EXERCISE_ICA_MAX_ITER = 1000  # nearid.align.compare's default, which the exercise's calls keep
+# FastICA iterations per unit of the exercise's price: a unit long enough that the few units
+# nearid plan times stand out of the timer's noise
+EXERCISE_ITERATIONS_PER_UNIT = 10
+EXERCISE_VARIANTS = ("A", "rotation", "invertible")  # the invariance exercise's versions of A
+
+
+def _lm_shape(settings: dict[str, Any]) -> tuple[int, int]:
+    """(width, hidden states) of the language pair's models: the checkpoints' when
+    :func:`usable_checkpoints` loads them, else the tiny models' (one state per layer and the
+    token embeddings)."""
+    import json
+
+    use = usable_checkpoints(settings["pretrained"])
+    if use:
+        config = json.loads((Path(use[0]) / "config.json").read_text())
+        return int(config["hidden_size"]), int(config["num_hidden_layers"]) + 1
+    return int(settings["hidden"]), int(settings["layers"]) + 1
+
+
+def embedding_shape(P, name: str) -> tuple[int, int, int]:
+    """(rows, width of A, width of B) of pair ``name``'s held-out embeddings under ``P`` (a dry
+    run's cut included). Real checkpoints of the language pair embed at most
+    ``lm_eval_windows`` windows (fewer when the held-out text tokenises into fewer)."""
+    s = pair_settings(P, name)
+    if name == "gpt_neox_seeds":
+        width, _ = _lm_shape(s)
+        return int(s["eval_windows"]), width, width
+    if name == "mae_timm_vs_ours":
+        return int(s["n_eval"]), int(s["embed_dim"]), int(s["embed_dim"])
+    if name == "cnn_widths":
+        base = s["base_feature_dim"] if s["base_feature_dim"] is not None else s["feature_dim"]
+        return int(s["n_eval"]), int(s["feature_dim"]), int(base)
+    if name == "resnet18_seeds":
+        return int(s["n_eval"]), RESNET18_FEATURES, RESNET18_FEATURES
+    if name == "sentence_encoders":
+        import json
+
+        from nearid.models.sentence_encoders import ENCODERS, encoder_folder
+
+        a, b = (int(json.loads((encoder_folder(e) / "config.json").read_text())["hidden_size"]) for e in ENCODERS)
+        return int(s["n_sentences"]), a, b
+    raise ValueError(f"no embedding shape is known for pair {name!r}")
+
+
+def _stand_in(rng: np.random.Generator, rows: int, dim: int, decay: float) -> np.ndarray:
+    """``rows`` x ``dim`` Gaussian rows, principal variances ``i ** -decay``, randomly oriented."""
+    q, _ = np.linalg.qr(rng.standard_normal((dim, dim)))
+    return (rng.standard_normal((rows, dim)) * np.arange(1, dim + 1) ** (-decay / 2)) @ q
+
+
+def pair_alignments(*, rows: int, dim_a: int, dim_b: int, decay: float, replicates: int, grid: Sequence[int],
+                    fractions: Sequence[float], ica_components: float | int | str | None = 0.95,
+                    fit_fraction: float = 0.5, seed: int = 0, max_steps: int | None = None) -> int:
+    """Every :func:`compare_pair` the chapter makes of one pair, at its shape, on stand-in
+    embeddings (see :data:`TRAINED_DECAY`), for ``nearid plan``: one unit per call (only the
+    first ``max_steps`` when given), in this order: the sensitivity grid (``grid``: whitened
+    components), the fit-rows trend (``fractions``, each with its bootstrap; the trend's
+    difference after the last), and Table 1 (``replicates`` calls under the chapter's rule),
+    with the chapter's protocol (:data:`nearid.align.ICA_MAX_ROWS` rows,
+    :data:`nearid.align.ICA_MAX_ITER` iterations). Returns the calls made."""
+    import warnings
+
+    from nearid.align import ICA_MAX_ITER, ICA_MAX_ROWS
+
+    rng = np.random.default_rng(seed)
+    pair = Pair("stand-in", _stand_in(rng, rows, dim_a, decay), _stand_in(rng, rows, dim_b, decay))
+    units = [*(("grid", k) for k in grid), *(("trend", f) for f in fractions),
+             *(("table", ica_components) for _ in range(replicates))]
+    done = units if max_steps is None else units[:max_steps]
+    protocol = dict(fit_fraction=fit_fraction, seed=seed, ica_max_rows=ICA_MAX_ROWS, ica_max_iter=ICA_MAX_ITER)
+    row_errors: dict = {}
+    with warnings.catch_warnings():  # stand-in data: FastICA's and the whitening's warnings say nothing here
+        warnings.simplefilter("ignore")
+        for what, value in done:
+            if what == "trend":
+                row_errors.update(fit_rows_trend(pair, [value], ica_components=ica_components, **protocol)[1])
+            else:
+                compare_pair(pair, ica_components=value, **protocol)
+        if len(row_errors) >= 2 and len(row_errors) == len(fractions):
+            trend_difference(row_errors, seed=seed)
+    return len(done)
+
+
+def invariance_exercise(*, rows: int, dim_a: int, dim_b: int, decay: float, variant: str,
+                        ica_components: float | int | str | None = 0.95, seed: int = 0,
+                        max_steps: int | None = None) -> int:
+    """One row pair of the "what each family ignores" exercise at its pair's shape, on stand-in
+    embeddings, for ``nearid plan``: ``A`` (``variant``: as it is, rotated, or mapped by an
+    invertible matrix) against ``B`` with :func:`nearid.align.compare`'s defaults (every fit
+    row, up to :data:`EXERCISE_ICA_MAX_ITER` FastICA iterations), under the chapter's rule and
+    with every component kept. The second fit, FastICA on every direction of both sides, is
+    the cost: its iterations are the units, :data:`EXERCISE_ITERATIONS_PER_UNIT` to a unit
+    (only the first ``max_steps`` units when given). Returns the units allowed."""
+    import warnings
+
+    from nearid.align import compare
+
+    rng = np.random.default_rng(seed)
+    A, B = _stand_in(rng, rows, dim_a, decay), _stand_in(rng, rows, dim_b, decay)
+    r = np.random.default_rng(1)  # the exercise's maps, drawn as its cell draws them
+    R = np.linalg.qr(r.normal(size=(dim_a, dim_a)))[0]
+    M = R @ np.diag(np.exp(r.normal(0, 0.5, dim_a))) @ np.linalg.qr(r.normal(size=(dim_a, dim_a)))[0]
+    Ax = {"A": A, "rotation": A @ R, "invertible": A @ M}[Options(EXERCISE_VARIANTS).check("variant", variant)]
+    units = EXERCISE_ICA_MAX_ITER // EXERCISE_ITERATIONS_PER_UNIT
+    units = units if max_steps is None else min(max_steps, units)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compare(Ax, B, seed=seed, ica_components=ica_components)
+        compare(Ax, B, seed=seed, ica_components="all", ica_max_iter=units * EXERCISE_ITERATIONS_PER_UNIT)
+    return units
+
+
+def layer_matrices(*, rows: int, width: int, states: int, decay: float = TRAINED_DECAY, fit_fraction: float = 0.5,
+                   seed: int = 0) -> int:
+    """The layer-by-layer maps of the language pair at its shape (``states`` hidden states of
+    ``rows`` x ``width`` per model), on stand-in states, for ``nearid plan``:
+    :func:`nearid.align.compare_layers` under the rigid family and linear CKA. Returns the
+    matrices made."""
+    from nearid.align import compare_layers
+
+    rng = np.random.default_rng(seed)
+    layers = [{f"layer {k}": _stand_in(rng, rows, width, decay) for k in range(states)} for _ in range(2)]
+    for metric in ("rigid", "cka"):
+        compare_layers(*layers, metric=metric, fit_fraction=fit_fraction, seed=seed)
+    return 2
+
+
+def evaluation_plan(P) -> list[Task]:
+    """What the chapter computes outside :func:`plan`'s tasks, for ``nearid plan``: every
+    :func:`compare_pair` of each pair (Table 1 over its replicates, the sensitivity grid, the
+    fit-rows trend of a pair that mirrors a paper row), one kind per embedding shape and one
+    unit per call; the invariance exercise on the CNN pair (or the first pair), one task per
+    version of A, FastICA's iterations as units (ten to a unit); and the language pair's layer-by-layer maps
+    (run whole). The exercises whose size no profile changes (Gaussian codes, the smoke-sized
+    CNN pairs: seconds) are left out."""
+    ListOf(PAIR, unique=True).check("pairs", P["pairs"])
+    tasks: list[Task] = []
+    shapes = {}
+    for name in P["pairs"]:
+        spec = PAIRS[name]
+        rows, dim_a, dim_b = shapes[name] = embedding_shape(P, name)
+        decay = TRAINED_DECAY if spec.trains else PACKAGED_DECAY
+        replicates = int(P.get("replicates", 1)) if spec.trains else 1
+        fractions = [float(f) for f in P["trend_fractions"]] if paper_row(name) else []
+        units = replicates + len(P["ica_grid"]) + len(fractions)
+        kw = dict(rows=rows, dim_a=dim_a, dim_b=dim_b, decay=decay, replicates=replicates,
+                  grid=[int(k) for k in P["ica_grid"]], fractions=fractions, ica_components=P["ica_components"],
+                  fit_fraction=P["fit_fraction"], seed=P["seed"])
+        kind = (f"ch04 compare_pair {rows} x {dim_a}" + (f"/{dim_b}" if dim_b != dim_a else "")
+                + ("" if spec.trains else " (flat)"))
+        tasks.append(Task(pair_alignments, kw, kind=kind, steps=units,
+                          label=f"{name}: {units} compare_pair calls ({replicates} replicate"
+                                f"{'s' * (replicates != 1)}, {len(P['ica_grid'])} grid settings, "
+                                f"{len(fractions)} trend fractions)"))
+    name = "cnn_widths" if "cnn_widths" in P["pairs"] else P["pairs"][0]
+    rows, dim_a, dim_b = shapes[name]
+    for variant in EXERCISE_VARIANTS:
+        kw = dict(rows=rows, dim_a=dim_a, dim_b=dim_b, decay=TRAINED_DECAY if PAIRS[name].trains else PACKAGED_DECAY,
+                  variant=variant, ica_components=P["ica_components"], seed=P["seed"])
+        tasks.append(Task(invariance_exercise, kw, kind="ch04 invariance exercise",
+                          steps=EXERCISE_ICA_MAX_ITER // EXERCISE_ITERATIONS_PER_UNIT,
+                          label=f"exercise: {name} with A as {variant}, every component ({rows} x {dim_a}/{dim_b})"))
+    if "gpt_neox_seeds" in P["pairs"]:
+        s = pair_settings(P, "gpt_neox_seeds")
+        width, states = _lm_shape(s)
+        tasks.append(Task(layer_matrices, dict(rows=int(s["eval_windows"]), width=width, states=states,
+                                               fit_fraction=P["fit_fraction"], seed=P["seed"]),
+                          kind="ch04 layer matrices",
+                          label=f"language pair: {states} x {states} layers of {s['eval_windows']} x {width}, "
+                                "rigid and CKA"))
+    return tasks

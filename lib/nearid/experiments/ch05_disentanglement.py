@@ -570,3 +570,88 @@ def data_mb(P) -> float:
     uint8 and as the float32 tensor the model reads (priced before a run: ``nearid.book.pricing``)."""
     pixels = (P["n_train"] + P["n_eval"]) * P["image_size"] ** 2 * 3
     return pixels * (1 + 4) / 2 ** 20
+
+
+# --------------------------------------------------------------------------- evaluation, priced
+# The latent-size exercise's smoke-sized AE runs (one dataset, one seed, 16-pixel images, 3
+# epochs), as the chapter's exercise cell trains them at each latent multiplier; a dry run
+# trains them whole too.
+LATENT_EXERCISE = dict(image_size=16, n_train=1000, n_eval=500, epochs=3, batch_size=64, lr=2e-3, width=8,
+                       hidden=64, supersample=1)
+LATENT_EXERCISE_MULTIPLIERS = (1, 2)
+ROTATION_CODE_SETS = ("AE", "AE + ICA", "whitened + random rotation")  # what the rotation exercise scores
+TRAVERSAL_STEPS = 8  # images per traversal in the chapter's figure
+
+
+def rotation_scoring(*, dataset: str, n_train: int, n_eval: int, latent_multiplier: int, code_sets: int,
+                     seed: int = 0, max_steps: int | None = None) -> int:
+    """The rotation exercise's InfoMEC scoring at a chapter's shape, for ``nearid plan``:
+    ``code_sets`` code matrices of the held-out size (``n_eval`` x ``latent_multiplier`` K,
+    K the factors of ``dataset``) scored against the real held-out factors, one unit per
+    code set (only the first ``max_steps`` when given). The codes are seeded Gaussian stand-ins,
+    the last one under a random rotation, as in the exercise; what a probe costs depends on
+    the shape, while how fast InfoE's logistic fits converge may differ on real codes.
+    Returns the code sets scored."""
+    from scipy.stats import ortho_group
+
+    from nearid.metrics.infomec import infomec
+
+    F = eval_factors(dataset, n_train, n_eval, data_seed=seed)
+    Z = np.random.default_rng(seed).standard_normal((n_eval, latent_multiplier * F.shape[1]))
+    Q = ortho_group.rvs(Z.shape[1], random_state=seed)
+    done = code_sets if max_steps is None else min(code_sets, max_steps)
+    with warnings.catch_warnings():  # stand-in codes: InfoE's convergence warnings say nothing here
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for k in range(done):
+            infomec(F, Z @ Q if k == code_sets - 1 else Z, random_state=seed)
+    return done
+
+
+def render_traversals(*, datasets: Sequence[str], image_size: int, steps: int = TRAVERSAL_STEPS) -> int:
+    """The chapter's traversal figure's images, for ``nearid plan``: ``steps`` images along
+    every factor of every dataset, at ``image_size`` pixels. Returns the traversals rendered."""
+    from nearid.data.procedural import FACTOR_GRIDS, traversal
+
+    n = 0
+    for ds in datasets:
+        for factor in FACTOR_GRIDS[ds]:
+            traversal(ds, factor, image_size=image_size, steps=steps)
+            n += 1
+    return n
+
+
+def latent_exercise_tasks(P) -> list[Task]:
+    """The latent-size exercise's AE runs for resolved parameters ``P``: one
+    :func:`train_and_score` task per multiplier of :data:`LATENT_EXERCISE_MULTIPLIERS`, at
+    :data:`LATENT_EXERCISE`'s size on the heatmap dataset."""
+    steps = LATENT_EXERCISE["epochs"] * math.ceil(LATENT_EXERCISE["n_train"] / LATENT_EXERCISE["batch_size"])
+    return [Task(train_and_score, dict(dataset=P["heatmap_dataset"], model="ae", seed=P["seed"], data_seed=P["seed"],
+                                       secondary=False, ica_keep=P["ica_keep"], device=P["device"],
+                                       latent_multiplier=mult, **LATENT_EXERCISE),
+                 kind="ch05 exercise autoencoder", gpu=str(P["device"]) != "cpu", steps=steps,
+                 label=f"exercise: AE with {mult} x K latents on {DATASET_LABELS[P['heatmap_dataset']]}, "
+                       f"{LATENT_EXERCISE['image_size']} px, {LATENT_EXERCISE['epochs']} epochs")
+            for mult in LATENT_EXERCISE_MULTIPLIERS]
+
+
+def evaluation_plan(P) -> list[Task]:
+    """What the chapter computes outside :func:`plan`'s tasks, for ``nearid plan`` (the
+    tasks score their own codes: InfoMEC, DCI and MIG are inside them): the rotation
+    exercise's InfoMEC scoring of three code sets at the held-out size the tasks use (one
+    unit per code set), the latent-size exercise's two AE runs (real tasks, cut to a few
+    optimiser steps when timed), and the traversal figure's images (run whole)."""
+    first = plan(P)[0].kwargs  # the held-out size the chapter's tasks ran at (a dry run's cut included)
+    ds_rot = P["heatmap_dataset"] if P["heatmap_dataset"] in P["datasets"] else P["datasets"][0]
+    n_sets = len(ROTATION_CODE_SETS)
+    from nearid.data.procedural import FACTOR_GRIDS
+
+    K = len(FACTOR_GRIDS[ds_rot])
+    return [Task(rotation_scoring, dict(dataset=ds_rot, n_train=first["n_train"], n_eval=first["n_eval"],
+                                        latent_multiplier=P["latent_multiplier"], code_sets=n_sets, seed=P["seed"]),
+                 kind="ch05 rotation exercise scoring", steps=n_sets,
+                 label=f"exercise: InfoMEC of {n_sets} code sets of {first['n_eval']} x "
+                       f"{P['latent_multiplier'] * K} on {DATASET_LABELS[ds_rot]}"),
+            *latent_exercise_tasks(P),
+            Task(render_traversals, dict(datasets=list(P["datasets"]), image_size=P["traversal_size"]),
+                 kind="ch05 traversals", label=f"traversal figure: {TRAVERSAL_STEPS} images per factor at "
+                                               f"{P['traversal_size']} px")]

@@ -189,3 +189,42 @@ def test_figure_a4_same_proportionality_is_an_equivalence_test():
     assert unrelated.estimate < -0.5 and unrelated.verdict == "fails"
     with pytest.raises(ValueError, match="at least 3 rows"):
         same_proportionality([1.0, np.nan], [1.0, 2.0], [0.1, 0.2], margin=0.2)
+
+
+def test_evaluation_plan_prices_every_seed_pair_and_exercise_at_the_chapters_shape():
+    """Full: 9 alphas x 3 weight decays x C(5, 2) = 270 pairs of 10,000 x 16 codes, 3 budgets x
+    10 digits x 5 alphas x C(5, 2) = 1,500 pairs of the digit models, the bootstraps, and the 15
+    exercise autoencoders (6 + 8 in the sweeps, 1 by hand) at the profile's hidden layers."""
+    import math
+
+    from nearid import planning
+    from nearid.experiments import ch03_bilipschitz as ch03
+
+    full = resolve("03", "full")
+    tasks = ch03.evaluation_plan(full)
+    kinds = planning.group(tasks)
+    (pairs,) = kinds["ch03 seed-pair alignments"]
+    assert pairs.steps == len(full.alphas) * len(full.weight_decays) * math.comb(full.seeds, 2) == 270
+    assert pairs.kwargs["rows"] == [full.n_test] and pairs.kwargs["latent_dim"] == full.latent_dim
+    (digits,) = kinds["ch03 seed-pair alignments (digit models)"]
+    assert digits.steps == (len(full.digit_n_trains) * len(full.digits) * len(full.digit_alphas)
+                            * math.comb(full.digit_seeds, 2)) == 1500
+    assert len(digits.kwargs["rows"]) == len(full.digits) and sum(digits.kwargs["rows"]) == full.n_test
+    (boot,) = kinds["ch03 verdict bootstraps"]
+    assert boot.kwargs["pairs"] == 270 and boot.kwargs["digit_pairs"] == [500, 500, 500]
+    exercise = kinds["ch03 exercise autoencoder"]
+    assert len(exercise) == 15 and all(planning.takes_max_steps(t) and t.steps for t in exercise)
+    assert all(t.kwargs["hidden"] == list(full.hidden) for t in exercise)
+    assert all(planning.takes_max_steps(t) for t in (pairs, digits))
+
+    dry = planning.group(ch03.evaluation_plan(resolve("03", "full", {"dry_run": True})))
+    assert dry["ch03 seed-pair alignments"][0].kwargs["rows"] == [DRY_RUN_EVAL_ROWS]
+    assert max(dry["ch03 seed-pair alignments (digit models)"][0].kwargs["rows"]) == DRY_RUN_EVAL_ROWS
+    assert len(dry["ch03 exercise autoencoder"]) == 15, "the exercise cells train whole in a dry run too"
+    assert "ch03 seed-pair alignments (digit models)" not in planning.group(
+        ch03.evaluation_plan(resolve("03", "smoke", {"digits": []})))
+
+    small = dict(rows=[60, 40], latent_dim=3, pairs=5)
+    assert ch03.seed_pair_alignments(**small, max_steps=2) == 2, "a plan times a few pairs, then scales up"
+    assert ch03.seed_pair_alignments(**small) == 5
+    assert ch03.verdict_bootstraps(pairs=4, nonlinear_pairs=2, models=8, margin=0.2) == 8

@@ -97,7 +97,6 @@ def test_gpt_neox_pair_trained_and_pretrained(tmp_path):
         ch04_alignment.gpt_neox_pair(TEXT, pretrained=folders[:1])
 
 
-
 # --------------------------------------------------------------------------- planted pairs
 def _planted(n=2000, d=8, noise=0.02, seed=0):
     """Independent Laplace sources seen through two different invertible linear maps: the
@@ -396,3 +395,69 @@ def test_the_language_pairs_middle_layer_is_its_layer_by_layer_entry_bit_for_bit
     ev = lm.eval_windows(lm.ByteTokenizer().encode(text), 16, 70)
     layers = lm.embed_windows_by_layer(m, ev)
     np.testing.assert_array_equal(layers[f"layer {lm.middle_layer(m.model)}"], lm.embed_windows(m, ev))
+
+
+def test_evaluation_plan_prices_every_compare_pair_at_each_pairs_shape(tmp_path):
+    """Full: 13 pair replicates + 5 pairs x 5 grid settings + 4 paper pairs x 4 trend fractions
+    = 54 compare_pair calls, one kind per embedding shape; the invariance exercise's 3 versions
+    of A, each up to FastICA's 1,000 iterations; the language pair's layer maps."""
+    import inspect
+
+    from nearid import align, planning
+    from nearid.models.classifiers import ResNet18Classifier
+
+    full = resolve("04", "full", {"pythia_paths": []})
+    kinds = planning.group(ch04_alignment.evaluation_plan(full))
+    pairs = [t for k, ts in kinds.items() if k.startswith("ch04 compare_pair") for t in ts]
+    assert len(pairs) == len(full.pairs) == len({planning.kind_of(t) for t in pairs})
+    assert sum(t.steps for t in pairs) == 13 + 5 * len(full.ica_grid) + 4 * len(full.trend_fractions) == 54
+    assert all(planning.takes_max_steps(t) for t in pairs)
+    for name, t in zip(full.pairs, pairs):
+        assert (t.kwargs["rows"], t.kwargs["dim_a"], t.kwargs["dim_b"]) == ch04_alignment.embedding_shape(full, name)
+    assert ch04_alignment.embedding_shape(full, "gpt_neox_seeds") == (full.lm_eval_windows, full.lm_hidden,
+                                                                      full.lm_hidden)
+    assert ch04_alignment.embedding_shape(full, "mae_timm_vs_ours") == (full.mnist_eval, full.mae_embed_dim,
+                                                                        full.mae_embed_dim)
+    assert ch04_alignment.embedding_shape(full, "resnet18_seeds") == (full.mnist_eval, 512, 512)
+    assert ch04_alignment.RESNET18_FEATURES == ResNet18Classifier(in_chans=1).feature_dim
+    assert ch04_alignment.embedding_shape(full, "cnn_widths") == (full.mnist_eval, full.clf_feature_dim,
+                                                                  full.clf_base_feature_dim)
+    assert ch04_alignment.embedding_shape(full, "sentence_encoders") == (full.sentences, 384, 384)
+    exercise = kinds["ch04 invariance exercise"]
+    assert [t.kwargs["variant"] for t in exercise] == list(ch04_alignment.EXERCISE_VARIANTS)
+    iterations = inspect.signature(align.compare).parameters["ica_max_iter"].default
+    assert exercise[0].steps * ch04_alignment.EXERCISE_ITERATIONS_PER_UNIT == iterations
+    (layers,) = kinds["ch04 layer matrices"]
+    assert (layers.kwargs["rows"], layers.kwargs["width"], layers.kwargs["states"]) == (
+        full.lm_eval_windows, full.lm_hidden, full.lm_layers + 1)
+
+    folders = [tmp_path / "seed0", tmp_path / "seed1"]  # real checkpoints: their width and depth
+    for f in folders:
+        f.mkdir()
+        (f / "config.json").write_text(json.dumps({"hidden_size": 768, "num_hidden_layers": 12}))
+    with_lm = planning.group(ch04_alignment.evaluation_plan(full | {"pythia_paths": [str(f) for f in folders]}))
+    assert (with_lm["ch04 layer matrices"][0].kwargs["width"], with_lm["ch04 layer matrices"][0].kwargs["states"]) \
+        == (768, 13)
+    dry = ch04_alignment.evaluation_plan(resolve("04", "full", {"dry_run": True, "pairs": ["mae_timm_vs_ours"]}))
+    assert [t.kwargs["rows"] for t in dry] == [ch04_alignment.DRY_RUN_EVAL] * 4, "no language pair: no layer maps"
+
+    small = dict(rows=200, dim_a=8, dim_b=6, decay=2.0, replicates=2, grid=[2, 4], fractions=[0.5, 1.0])
+    assert ch04_alignment.pair_alignments(**small, max_steps=1) == 1, "a plan times a few calls, then scales up"
+    assert ch04_alignment.pair_alignments(**small) == 6
+    assert ch04_alignment.invariance_exercise(rows=200, dim_a=6, dim_b=6, decay=2.0, variant="invertible",
+                                              max_steps=3) == 3
+    assert ch04_alignment.layer_matrices(rows=100, width=4, states=2) == 2
+
+
+def test_stand_in_embeddings_keep_as_many_components_as_the_docstring_says():
+    """Trained pairs' stand-ins: the 0.95 rule keeps about a dozen components whatever the
+    width; the packaged encoders' (flat): nearly every one, so the rows-per-component cap binds."""
+    rng = np.random.default_rng(0)
+
+    def kept(X):
+        var = np.sort(np.linalg.eigvalsh(np.cov(X, rowvar=False)))[::-1]
+        return int(np.searchsorted(np.cumsum(var) / var.sum(), 0.95) + 1)
+
+    assert all(8 <= kept(ch04_alignment._stand_in(rng, 4000, d, ch04_alignment.TRAINED_DECAY)) <= 16
+               for d in (64, 256))
+    assert kept(ch04_alignment._stand_in(rng, 4000, 128, ch04_alignment.PACKAGED_DECAY)) >= 110

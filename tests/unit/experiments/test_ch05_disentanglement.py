@@ -262,3 +262,28 @@ def test_images_become_one_float_tensor_chunk_by_chunk_with_the_same_bits():
     assert chunked.is_contiguous() and torch.equal(chunked, at_once)
     with pytest.raises(ValueError, match="expected uint8 images"):
         ch05.images_to_tensor(images.astype(np.float32))
+
+
+def test_evaluation_plan_prices_the_exercises_at_the_chapters_shape():
+    """Full: the rotation exercise scores 3 code sets of 10,000 held-out rows x 2K latents, the
+    latent-size exercise trains 2 smoke-sized AEs (48 steps each), the figure renders 8
+    images per factor."""
+    from nearid import planning
+    from nearid.data.procedural import FACTOR_GRIDS
+
+    full = resolve("05", "full")
+    kinds = planning.group(ch05.evaluation_plan(full))
+    (rotation,) = kinds["ch05 rotation exercise scoring"]
+    assert rotation.steps == len(ch05.ROTATION_CODE_SETS) == 3 and planning.takes_max_steps(rotation)
+    assert (rotation.kwargs["n_train"], rotation.kwargs["n_eval"]) == (full.n_train, full.n_eval)
+    exercise = kinds["ch05 exercise autoencoder"]
+    assert [t.kwargs["latent_multiplier"] for t in exercise] == [1, 2]
+    assert all(t.steps == 3 * 16 and planning.takes_max_steps(t) for t in exercise)
+    (figure,) = kinds["ch05 traversals"]
+    assert figure.kwargs["image_size"] == full.traversal_size and figure.steps is None
+    dry = planning.group(ch05.evaluation_plan(resolve("05", "full", {"dry_run": True})))
+    assert dry["ch05 rotation exercise scoring"][0].kwargs["n_eval"] == ch05.DRY_RUN_EVAL
+
+    small = {**rotation.kwargs, "n_train": 100, "n_eval": 60}
+    assert ch05.rotation_scoring(**small, max_steps=1) == 1, "a plan times a few, then scales up"
+    assert ch05.render_traversals(datasets=["shapes3d"], image_size=16, steps=2) == len(FACTOR_GRIDS["shapes3d"])
