@@ -56,7 +56,7 @@ them, as it does with training steps. A kind whose tasks have fewer steps than `
 to its own steps at most, and run whole when it has no more than ``k1``.
 
 What each chapter does outside its tasks at ``full`` (read from the notebooks and the
-experiment modules). One unit of each was timed warm on this 2-core CPU while other jobs
+experiment modules), as its ``evaluation_plan`` prices it on this 2-core CPU while other jobs
 shared it (load 3 to 7: an idle machine is up to twice as fast), on stand-in data of the
 full shape; the counts come from the ``full`` profile:
 
@@ -70,18 +70,20 @@ chapter work in the chapter's own cells at ``full``                    cost on t
         iterations) of every pair of the 10 seeds at each of the 11    75 ms = 41 s where FastICA
         deltas and in the ablation: 540 pairs of 10,000 x 5 codes;     converges (bent codes that
         bootstraps (cheap); the exercises retrain smoke-size sweeps    hit the limit cost more)
-03      rigid + linear ``compare`` of every seed pair per setting:     270 x 0.5 s + 1,500 x
-        27 x 10 pairs of 10,000 x 16 codes, and 3 x 10 x 5 x 10 pairs  0.01 s: about 3 min; the
-        of the digit models (about 1,000 rows each); 2,000-resample    exercises' training 1 to
-        bootstraps; the exercises train 14 small autoencoders          2 min
-04      ``compare_pair`` (4 families, ICA on 95% of the variance, 200  60 x 23 s (10,000 x 256,
-        iterations): 13 pair replicates, 5 x 5 grid settings, 4 x 4    load 7): about 25 min,
-        fit-row fractions, 6 in the exercise, on up to 10,000 rows x   more for the 512-d ResNet
-        192-512 dims; the LM's layer x layer matrix (7 x 7, rigid and  pair
-        CKA); the exercise trains a smoke-size CNN pair
-05      InfoMEC's probes and DCI/MIG run inside the tasks; the cells   3 x 2.5 s + the training:
-        score 3 code sets (10,000 x 12) for the rotation exercise,     about a minute
-        render the traversals and train two 16-px AEs (exercise)
+03      rigid + linear ``compare`` of every seed pair per setting:     ``evaluation_plan``: 270 x
+        27 x 10 pairs of 10,000 x 16 codes, and 3 x 10 x 5 x 10 pairs  64 ms + 1,500 x 14 ms +
+        of the digit models (about 1,000 rows each); 2,000-resample    bootstraps 7 s + 15
+        bootstraps; the exercises train 15 small autoencoders          exercise AEs 28 s: 72 s
+04      ``compare_pair`` (4 families, ICA on 95% of the variance, 200  ``evaluation_plan``: 54
+        iterations): pair replicates, 5 grid settings, 4 fit-row       calls at five embedding
+        fractions, on 3,000-10,000 rows x 192-512 dims; the            shapes + the invariance
+        invariance exercise (``compare`` uncapped, 1,000 iterations,   exercise (287 s, the
+        every component); the LM's layer x layer matrix (7 x 7, rigid  largest) + layer maps:
+        and CKA)                                                       about 7 min
+05      InfoMEC's probes and DCI/MIG run inside the tasks (priced      ``evaluation_plan``: 3 x
+        there, ``evaluate``); the cells score 3 code sets (10,000 x    0.94 s + exercise AEs +
+        12) for the rotation exercise, render the traversals and       traversals: about 6 s
+        train two small AEs (exercise)
 06      ``evaluate``: LightGBM (300 trees, one thread) per guide x     ``evaluation_plan``: 675
         fold x feature set, 15 x 4 x 4 = 240 fits on about 2,500 x     scorings x 3.4 s (4 fits
         192 wells, for each of 3 MAE replicates and again for each of  each) = 38 min at load
