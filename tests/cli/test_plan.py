@@ -99,6 +99,10 @@ def test_plan_rejects_bad_input(capsys):
     assert "unknown profile" in capsys.readouterr().err
     assert cli.main(["plan", "03", "--steps", "5,2"]) == 2
     assert "k1 < k2" in capsys.readouterr().err
+    assert cli.main(["plan", "03", "--jobs", "0"]) == 2
+    assert "--jobs must be at least 1, got 0" in capsys.readouterr().err
+    assert cli.main(["plan", "03", "--evaluate-share", "1.5"]) == 2
+    assert "--evaluate-share must be in (0, 1], got 1.5" in capsys.readouterr().err
 
 
 def test_plan_columns_line_up_whatever_the_kind_names():

@@ -112,6 +112,11 @@ def _cmd_params(args) -> int:
     return 0
 
 
+def _elapsed(started: float) -> str:
+    s = int(time.monotonic() - started)
+    return f"{s // 60}:{s % 60:02d}"
+
+
 def _cmd_plan(args) -> int:
     """`nearid plan`: estimate the time and memory of chapters' sweeps (nearid.planning)."""
     import os
@@ -119,6 +124,7 @@ def _cmd_plan(args) -> int:
     from nearid import planning
     from nearid.book import profiles, runner
 
+    started = time.monotonic()
     json_path = Path(args.json).resolve() if args.json else None
     os.chdir(runner.find_root())  # tasks read data/ relative to the project, as in a chapter's kernel
     overrides = profiles.parse_overrides(args.param)
@@ -128,7 +134,7 @@ def _cmd_plan(args) -> int:
     if not 0 < args.evaluate_share <= 1:
         print(f"nearid plan: --evaluate-share must be in (0, 1], got {args.evaluate_share}", file=sys.stderr)
         return EXIT_REFUSED
-    jobs = args.jobs or os.cpu_count() or 1
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
     if jobs < 1:
         print(f"nearid plan: --jobs must be at least 1, got {jobs}", file=sys.stderr)
         return EXIT_REFUSED
@@ -137,7 +143,10 @@ def _cmd_plan(args) -> int:
           "their own evaluation where the experiment module lists it (evaluation_plan)", flush=True)
     report = planning.plan_chapters(params, steps=steps, timeout=args.timeout,
                                     workers=args.workers, jobs=jobs, evaluate_share=args.evaluate_share,
-                                    progress=lambda line: print(line, file=sys.stderr, flush=True))
+                                    progress=lambda line: print(f"[{_elapsed(started)}] {line}", file=sys.stderr,
+                                                                flush=True))
+    report["wall_s"] = time.monotonic() - started
+    print(f"timed in {_elapsed(started)} (wall)", flush=True)
     if json_path:
         json_path.write_text(json.dumps({"profile": args.profile, "overrides": overrides, **report},
                                         indent=1, default=str) + "\n")
