@@ -273,9 +273,10 @@ else:
 # ({numref}`tbl-06-features`):
 
 # %%
-out = ch06.evaluate(X_wells, wells, **EVAL)
+out = ch06.evaluate(X_wells, wells, **EVAL, executor=P.executor, scheduler=P.scheduler)
 fitted, features = out["fitted"], out["features"]
-evaluations = [out] + [ch06.evaluate(r["embeddings"], r["wells"], **EVAL) for r in replicate_runs[1:]]
+evaluations = [out] + [ch06.evaluate(r["embeddings"], r["wells"], **EVAL, executor=P.executor, scheduler=P.scheduler)
+                       for r in replicate_runs[1:]]
 
 # %% tags=["remove-input"]
 tables.table(pd.DataFrame({LABELS[k]: {"features": fs.n_components_,
@@ -427,7 +428,8 @@ tables.table(vt, "The verdicts on Table 3: the mean paired difference with its 9
 
 # %%
 sweep = ch06.component_sweep(X_wells, wells, grid=ch06.sweep_grid(P), ica_fit_on=P.ica_fit_on,
-                             n_splits=P.n_splits, n_estimators=EVAL["n_estimators"], seed=P.seed, n_boot=N_BOOT)
+                             n_splits=P.n_splits, n_estimators=EVAL["n_estimators"], seed=P.seed, n_boot=N_BOOT,
+                             executor=P.executor, scheduler=P.scheduler)
 scores, intervals = sweep["scores"], sweep["intervals"]
 
 # %% tags=["remove-input"]
@@ -609,7 +611,8 @@ else:
 # and the same classifiers, run on each, every claim decided again.
 
 # %%
-trend = ch06.scale_trend(by_epochs, n_boot=N_BOOT, **EVAL) if len(by_epochs) > 1 else pd.DataFrame()
+trend = (ch06.scale_trend(by_epochs, n_boot=N_BOOT, executor=P.executor, scheduler=P.scheduler, **EVAL)
+         if len(by_epochs) > 1 else pd.DataFrame())
 
 # %% tags=["remove-cell"]
 glue("mae_epochs", P.epochs)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,7 @@ from nearid.constraints import Options, check_params
 from nearid.ica import COMPONENTS, DEFAULT_COMPONENTS, ROWS_PER_COMPONENT, LowVarianceWarning, WhitenedICA, Whitener
 from nearid.metrics.sparsity import auroc, concentration, hoyer, top_biological_share
 from nearid.paper import TABLE3, TABLE3_FEATURE_SETS, TABLE4, TABLE6_LIGHTGBM
-from nearid.tasks import Task
+from nearid.tasks import Task, run_tasks
 from nearid.verdicts import Verdict, bootstrap_statistic, paired_difference
 
 FEATURE_SETS = ("base", "pca", "pca_ica", "pca_rand")
@@ -299,36 +300,101 @@ def _sparsity(effect) -> float:
     return hoyer(effect) if len(effect) >= 2 else float("nan")
 
 
+def scoring_tasks(features: dict[str, np.ndarray], wells: pd.DataFrame, *, n_splits: int = 3,
+                  n_estimators: int = 100, seed: int = 0) -> list[Task]:
+    """The LightGBM work of :func:`score_guides` as independent tasks, one per (guide, feature
+    set) in the order that function reports them: :func:`cross_batch_scores` on the control
+    wells and that guide's wells.
+
+    One scoring per task keeps each task small to ship (the selected rows of one feature set)
+    and gives a pool as many tasks as there are scorings. The batches go as integer codes
+    (in the order of their sorted labels, so GroupKFold forms the same folds): a task's
+    arguments are hashed by content, which a string column held as Python objects has not.
+    """
+    ctrl = wells["is_control"].astype(bool).to_numpy()
+    _, batch_codes = np.unique(wells["batch"].to_numpy(), return_inverse=True)
+    tasks = []
+    for _, guide, sel in _guide_rows(wells):
+        y = (~ctrl[sel]).astype(int)
+        for k, F in features.items():
+            tasks.append(Task(cross_batch_scores,
+                              dict(F=np.ascontiguousarray(F[sel], dtype=np.float64), y=y,
+                                   batches=batch_codes[sel].astype(np.int64), n_splits=int(n_splits),
+                                   n_estimators=int(n_estimators), seed=int(seed)),
+                              kind="lightgbm_scoring",
+                              label=f"guide {guide} in {FEATURE_LABELS.get(k, k)}: cross-batch LightGBM"))
+    return tasks
+
+
+def _guide_rows(wells: pd.DataFrame) -> list[tuple[str, str, np.ndarray]]:
+    """(gene, guide, rows of the control wells and that guide's wells), gene by gene: the one
+    order that :func:`scoring_tasks` and :func:`guide_tables` share."""
+    ctrl = wells["is_control"].astype(bool).to_numpy()
+    return [(gene, guide, ctrl | (wells["guide"] == guide).to_numpy())
+            for gene, guides in guides_of(wells).items() for guide in guides]
+
+
+def guide_tables(features: dict[str, np.ndarray], wells: pd.DataFrame,
+                 scored: list[tuple[np.ndarray, np.ndarray]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`score_guides`' tables from the results of :func:`scoring_tasks` (same order):
+    the AUROCs from each task's out-of-fold scores and folds, the sparsities computed here
+    (they need every well of the feature set, and are cheap)."""
+    ctrl = wells["is_control"].astype(bool).to_numpy()
+    batch = wells["batch"].to_numpy()
+    units = _guide_rows(wells)
+    if len(scored) != len(units) * len(features):
+        raise ValueError(f"got {len(scored)} scorings for {len(units)} guides x {len(features)} feature sets: "
+                         "not the results of scoring_tasks for these features and wells")
+    per_guide, per_fold = [], []
+    results = iter(scored)
+    for gene, guide, sel in units:
+        y = (~ctrl[sel]).astype(int)
+        for k, F in features.items():
+            scores, fold = next(results)
+            per_guide.append(dict(gene=gene, guide=guide, feature_set=k, auroc=auroc(y, scores),
+                                  sparsity=_sparsity(effect_vector(F, wells, guide))))
+            for f in np.unique(fold):
+                held = fold == f
+                test_batches = np.unique(batch[sel][held])
+                has_guide = np.isin(test_batches, batch[sel][y == 1])
+                sparsity = (_sparsity(effect_vector(F, wells, guide, test_batches)) if has_guide.any()
+                            else float("nan"))
+                per_fold.append(dict(gene=gene, guide=guide, fold=int(f), feature_set=k,
+                                     auroc=_fold_auroc(y[held], scores[held]), sparsity=sparsity))
+    return pd.DataFrame(per_guide), pd.DataFrame(per_fold)
+
+
+def _score_all(jobs: list[tuple[dict[str, np.ndarray], pd.DataFrame]], *, n_splits: int, n_estimators: int,
+               seed: int, executor: str | None, scheduler: Any, log: Callable[[str], None] | None
+               ) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
+    """:func:`score_guides` for several (features, wells) at once, in one :func:`run_tasks`
+    call, so that an executor's workers see every scoring together (and a process pool is
+    started once)."""
+    tasks = [scoring_tasks(f, w, n_splits=n_splits, n_estimators=n_estimators, seed=seed) for f, w in jobs]
+    results = run_tasks([t for ts in tasks for t in ts], executor=executor, scheduler=scheduler, log=log)
+    out, start = [], 0
+    for (features, wells), ts in zip(jobs, tasks):
+        out.append(guide_tables(features, wells, results[start:start + len(ts)]))
+        start += len(ts)
+    return out
+
+
 def score_guides(features: dict[str, np.ndarray], wells: pd.DataFrame, *, n_splits: int = 3,
-                 n_estimators: int = 100, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 n_estimators: int = 100, seed: int = 0, executor: str | None = None, scheduler: Any = None,
+                 log: Callable[[str], None] | None = print) -> tuple[pd.DataFrame, pd.DataFrame]:
     """AUROC and sparsity of every guide in every feature set: per guide, and per (guide, fold).
 
     Per guide: the pooled out-of-fold AUROC and the sparsity over every batch (Table 3). Per
     (guide, fold): the AUROC of the fold's held-out wells and the sparsity of the effect
     measured on the fold's held-out batches (NaN AUROC where a fold lacks guide wells): the
     paired units of the verdicts.
+
+    The classifiers are :func:`scoring_tasks`, run by :func:`nearid.tasks.run_tasks`
+    (``executor``, ``scheduler``: where; ``log``: its summary line): every executor gives the
+    same numbers, each LightGBM being seeded and single-threaded.
     """
-    ctrl = wells["is_control"].astype(bool).to_numpy()
-    batch = wells["batch"].to_numpy()
-    per_guide, per_fold = [], []
-    for gene, guides in guides_of(wells).items():
-        for guide in guides:
-            sel = ctrl | (wells["guide"] == guide).to_numpy()
-            y = (~ctrl[sel]).astype(int)
-            for k, F in features.items():
-                scores, fold = cross_batch_scores(F[sel], y, batch[sel], n_splits=n_splits,
-                                                  n_estimators=n_estimators, seed=seed)
-                per_guide.append(dict(gene=gene, guide=guide, feature_set=k, auroc=auroc(y, scores),
-                                      sparsity=_sparsity(effect_vector(F, wells, guide))))
-                for f in np.unique(fold):
-                    held = fold == f
-                    test_batches = np.unique(batch[sel][held])
-                    has_guide = np.isin(test_batches, batch[sel][y == 1])
-                    sparsity = (_sparsity(effect_vector(F, wells, guide, test_batches)) if has_guide.any()
-                                else float("nan"))
-                    per_fold.append(dict(gene=gene, guide=guide, fold=int(f), feature_set=k,
-                                         auroc=_fold_auroc(y[held], scores[held]), sparsity=sparsity))
-    return pd.DataFrame(per_guide), pd.DataFrame(per_fold)
+    return _score_all([(features, wells)], n_splits=n_splits, n_estimators=n_estimators, seed=seed,
+                      executor=executor, scheduler=scheduler, log=log)[0]
 
 
 def table3_from(per_guide: pd.DataFrame, wells: pd.DataFrame) -> dict[str, dict]:
@@ -344,20 +410,52 @@ def table3_from(per_guide: pd.DataFrame, wells: pd.DataFrame) -> dict[str, dict]
 def evaluate(X, wells: pd.DataFrame, *, kinds=FEATURE_SETS,
              n_components: float | int | str = DEFAULT_COMPONENTS,
              rows_per_component: int | None = ROWS_PER_COMPONENT, ica_fit_on: str = "controls",
-             n_splits: int = 3, n_estimators: int = 100, seed: int = 0, top: float = 0.25) -> dict[str, Any]:
+             n_splits: int = 3, n_estimators: int = 100, seed: int = 0, top: float = 0.25,
+             executor: str | None = None, scheduler: Any = None,
+             log: Callable[[str], None] | None = print) -> dict[str, Any]:
     """Tables 3 and 4 for well embeddings ``X``: see the module docstring for every choice.
 
     Returns ``table3`` {gene: {auroc: {set: value}, sparsity: {set: value}, guides: n}},
     ``table4`` {set: concentration}, ``table4_share`` {set: top-quarter share of the
     biological variance}, ``per_guide`` and ``per_fold`` (DataFrames, see
     :func:`score_guides`), ``features`` (the transformed well embeddings per set) and
-    ``fitted`` (the fitted :class:`FeatureSet` per set).
+    ``fitted`` (the fitted :class:`FeatureSet` per set). The LightGBM scorings run as tasks
+    (``executor``, ``scheduler``, ``log``: :func:`nearid.tasks.run_tasks`'), with the same
+    numbers wherever they run.
     """
+    return evaluate_all([(X, wells)], kinds=kinds, n_components=n_components, rows_per_component=rows_per_component,
+                        ica_fit_on=ica_fit_on, n_splits=n_splits, n_estimators=n_estimators, seed=seed, top=top,
+                        executor=executor, scheduler=scheduler, log=log)[0]
+
+
+def evaluate_all(inputs: list[tuple[Any, pd.DataFrame]], *, kinds=FEATURE_SETS,
+                 n_components: float | int | str = DEFAULT_COMPONENTS,
+                 rows_per_component: int | None = ROWS_PER_COMPONENT, ica_fit_on: str = "controls",
+                 n_splits: int = 3, n_estimators: int = 100, seed: int = 0, top: float = 0.25,
+                 executor: str | None = None, scheduler: Any = None,
+                 log: Callable[[str], None] | None = print) -> list[dict[str, Any]]:
+    """:func:`evaluate` of each (X, wells) of ``inputs`` (independently trained MAEs, or
+    training budgets), with every LightGBM scoring of all of them in one
+    :func:`nearid.tasks.run_tasks` call: a process pool or cluster sees them together, and a
+    pool is started once, not once per embedding."""
+    prepared = [_fit(X, wells, kinds=kinds, n_components=n_components, rows_per_component=rows_per_component,
+                     ica_fit_on=ica_fit_on, seed=seed) for X, wells in inputs]
+    scored = _score_all([(feats, wells) for wells, feats, _ in prepared], n_splits=n_splits,
+                        n_estimators=n_estimators, seed=seed, executor=executor, scheduler=scheduler, log=log)
+    return [_tables(*fits, per_guide, per_fold, top=top) for fits, (per_guide, per_fold) in zip(prepared, scored)]
+
+
+def _fit(X, wells: pd.DataFrame, **fit_params) -> tuple[pd.DataFrame, dict[str, np.ndarray], dict[str, FeatureSet]]:
+    """(the checked well table, the transformed embeddings per set, the fitted sets): the label-free
+    part of :func:`evaluate`."""
     X, wells = check_wells(X, wells)
-    fitted = fit_feature_sets(X, wells, kinds=kinds, n_components=n_components,
-                              rows_per_component=rows_per_component, ica_fit_on=ica_fit_on, seed=seed)
-    feats = {k: fs.transform(X) for k, fs in fitted.items()}
-    per_guide, per_fold = score_guides(feats, wells, n_splits=n_splits, n_estimators=n_estimators, seed=seed)
+    fitted = fit_feature_sets(X, wells, **fit_params)
+    return wells, {k: fs.transform(X) for k, fs in fitted.items()}, fitted
+
+
+def _tables(wells: pd.DataFrame, feats: dict[str, np.ndarray], fitted: dict[str, FeatureSet],
+            per_guide: pd.DataFrame, per_fold: pd.DataFrame, *, top: float) -> dict[str, Any]:
+    """:func:`evaluate`'s result from its fitted feature sets and scored guides."""
     labels = condition_labels(wells)
     ctrl = wells["is_control"].astype(bool).to_numpy()
     return {"table3": table3_from(per_guide, wells),
@@ -374,7 +472,8 @@ def gene_means(table3: dict, metric: str) -> dict[str, float]:
 
 def component_sweep(X, wells: pd.DataFrame, *, grid=COMPONENT_GRID, kinds=WHITENED_SETS,
                     ica_fit_on: str = "controls", n_splits: int = 3, n_estimators: int = 100,
-                    seed: int = 0, top: float = 0.25, n_boot: int | None = None) -> dict[str, pd.DataFrame]:
+                    seed: int = 0, top: float = 0.25, n_boot: int | None = None, executor: str | None = None,
+                    scheduler: Any = None, log: Callable[[str], None] | None = print) -> dict[str, pd.DataFrame]:
     """Tables 3 and 4 against the number of whitened components, for each k of ``grid``
     (capped by the controls' rank only).
 
@@ -383,28 +482,34 @@ def component_sweep(X, wells: pd.DataFrame, *, grid=COMPONENT_GRID, kinds=WHITEN
     the control variance kept, whether FastICA converged, the mean over genes of AUROC and
     sparsity, the concentration and the top-quarter share. ``intervals``: one row per (k,
     claim of :data:`TABLE3_CLAIMS` between ``kinds``) with its paired interval and verdict.
-    A k that the rank caps to one already done is skipped.
+    A k that the rank caps to one already done is skipped (and not scored). The LightGBM
+    scorings of every k run as tasks in one :func:`nearid.tasks.run_tasks` call
+    (``executor``, ``scheduler``, ``log``).
     """
     claims = {cid: c for cid, c in TABLE3_CLAIMS.items() if c[1] in kinds and c[2] in kinds}
-    rows, intervals, done = [], [], set()
+    settings, done = [], set()
     for asked in grid:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", (ConvergenceWarning, LowVarianceWarning))
-            out = evaluate(X, wells, kinds=kinds, n_components=int(asked), rows_per_component=None,
-                           ica_fit_on=ica_fit_on, n_splits=n_splits, n_estimators=n_estimators,
-                           seed=seed, top=top)
-        k = next(iter(out["fitted"].values())).n_components_
-        if k in done:
-            continue
-        done.add(k)
+            prepared = _fit(X, wells, kinds=kinds, n_components=int(asked), rows_per_component=None,
+                            ica_fit_on=ica_fit_on, seed=seed)
+        k = next(iter(prepared[2].values())).n_components_
+        if k not in done:
+            done.add(k)
+            settings.append((int(asked), k, prepared))
+    scored = _score_all([(feats, wells_) for _, _, (wells_, feats, _) in settings], n_splits=n_splits,
+                        n_estimators=n_estimators, seed=seed, executor=executor, scheduler=scheduler, log=log)
+    rows, intervals = [], []
+    for (asked, k, prepared), (per_guide, per_fold) in zip(settings, scored):
+        out = _tables(*prepared, per_guide, per_fold, top=top)
         auc, sp = gene_means(out["table3"], "auroc"), gene_means(out["table3"], "sparsity")
         for kind, fs in out["fitted"].items():
-            rows.append(dict(asked=int(asked), n_components=k, variance_kept=fs.variance_kept_,
+            rows.append(dict(asked=asked, n_components=k, variance_kept=fs.variance_kept_,
                              feature_set=kind, auroc=auc[kind], sparsity=sp[kind],
                              concentration=out["table4"][kind], share=out["table4_share"][kind],
                              converged=fs.converged_))
         for cid, v in table3_verdicts(out["per_fold"], claims=claims, seed=seed, n_boot=n_boot).items():
-            intervals.append(dict(asked=int(asked), n_components=k, claim=cid, **v.to_dict()))
+            intervals.append(dict(asked=asked, n_components=k, claim=cid, **v.to_dict()))
     return {"scores": pd.DataFrame(rows), "intervals": pd.DataFrame(intervals)}
 
 
@@ -671,14 +776,19 @@ def split_runs(tasks: list[Task], results: list[dict], *, seed: int, epochs: int
 
 
 def scale_trend(embeddings: dict[int, dict[str, Any]], *, n_boot: int | None = None,
+                executor: str | None = None, scheduler: Any = None, log: Callable[[str], None] | None = print,
                 **eval_params) -> pd.DataFrame:
     """Every verdict of the chapter again for MAEs trained for other budgets (``embeddings``:
     epochs -> the result of :func:`screen_embeddings`), with the same protocol: one row per
-    (epochs, claim) with the optimisation steps, the estimate, its interval and the verdict."""
+    (epochs, claim) with the optimisation steps, the estimate, its interval and the verdict.
+    The LightGBM scorings of every budget run as tasks in one :func:`nearid.tasks.run_tasks`
+    call (``executor``, ``scheduler``, ``log``); ``eval_params`` are :func:`evaluate`'s."""
+    budgets = sorted(embeddings.items())
+    outs = evaluate_all([(emb["embeddings"], emb["wells"]) for _, emb in budgets], executor=executor,
+                        scheduler=scheduler, log=log, **eval_params)
+    seed = eval_params.get("seed", 0)
     rows = []
-    for epochs, emb in sorted(embeddings.items()):
-        out = evaluate(emb["embeddings"], emb["wells"], **eval_params)
-        seed = eval_params.get("seed", 0)
+    for (epochs, emb), out in zip(budgets, outs):
         decided = {**table3_verdicts(out["per_fold"], seed=seed, n_boot=n_boot),
                    **table4_verdicts(out["features"], condition_labels(emb["wells"]), seed=seed, n_boot=n_boot)}
         for cid, v in decided.items():

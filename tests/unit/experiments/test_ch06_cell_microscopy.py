@@ -139,6 +139,52 @@ def test_cross_batch_scores_hold_out_whole_batches_and_classifier_config():
         ch06_cell_microscopy.cross_batch_auroc(F, y, np.zeros(120), n_estimators=5)
 
 
+def two_guides(**kw):
+    """:func:`planted` with a second gene "H" (guide "h_1") on half the perturbed wells, and
+    batches named by strings, as RxRx3-core's are."""
+    X, wells, S = planted(**kw)
+    wells = wells.copy()
+    wells.loc[wells.index[~wells.is_control][::2], ["gene", "guide"]] = ["H", "h_1"]
+    wells["batch"] = "plate" + wells["batch"].astype(str)
+    return X, wells, S
+
+
+def test_scoring_tasks_are_one_cross_batch_scoring_per_guide_and_feature_set():
+    X, wells, _ = two_guides(n_ctrl=20, n_pert=6)
+    feats = ch06_cell_microscopy.feature_sets(X, wells, n_components="all", rows_per_component=None)
+    tasks = ch06_cell_microscopy.scoring_tasks(feats, wells, n_splits=3, n_estimators=5, seed=1)
+    assert len(tasks) == 2 * 4 and {t.fn for t in tasks} == {ch06_cell_microscopy.cross_batch_scores}
+    assert [t.kwargs["F"].shape[1] for t in tasks[:4]] == [feats[k].shape[1] for k in feats]
+    first = tasks[0].kwargs  # gene H (first to appear), raw features: the controls and h_1's wells
+    sel = wells.is_control.to_numpy() | (wells.guide == "h_1").to_numpy()
+    np.testing.assert_array_equal(first["F"], feats["base"][sel])
+    np.testing.assert_array_equal(first["y"], (~wells.is_control.to_numpy()[sel]).astype(int))
+    assert first["n_splits"] == 3 and first["n_estimators"] == 5 and first["seed"] == 1
+    # string batches travel as integer codes (hashed by content), and give the same folds
+    assert first["batches"].dtype == np.int64
+    by_label = ch06_cell_microscopy.cross_batch_scores(first["F"], first["y"], wells.batch.to_numpy()[sel],
+                                                       n_splits=3, n_estimators=5, seed=1)
+    for got, want in zip(tasks[0](), by_label):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="7 scorings for 2 guides x 4 feature sets"):
+        ch06_cell_microscopy.guide_tables(feats, wells, [t() for t in tasks[:-1]])
+
+
+def test_evaluate_on_a_process_pool_gives_the_in_process_numbers(monkeypatch):
+    monkeypatch.setenv("NEARID_WORKERS", "2")
+    monkeypatch.delenv("NEARID_TASK_CACHE", raising=False)
+    X, wells, _ = two_guides(n_ctrl=20, n_pert=6)
+    kw = dict(n_components="all", n_splits=3, n_estimators=10)
+    here = ch06_cell_microscopy.evaluate(X, wells, executor="inprocess", log=None, **kw)
+    said = []
+    pool = ch06_cell_microscopy.evaluate(X, wells, executor="processes", log=said.append, **kw)
+    assert said[-1].startswith("8 tasks: 0 reused, 8 computed") and "processes x2" in said[-1]
+    for name in ("per_guide", "per_fold"):
+        pd.testing.assert_frame_equal(pool[name], here[name], check_exact=True)
+    assert pool["table3"] == here["table3"] and pool["table4"] == here["table4"]
+    assert len(here["per_fold"]) == 2 * 4 * 3 and here["per_fold"].auroc.notna().any()
+
+
 def _per_fold(gap, metric="auroc", n=30, seed=0):
     rng = np.random.default_rng(seed)
     rows = []
@@ -193,9 +239,14 @@ def test_paper_difference_and_comparison():
 
 def test_component_sweep_reuses_embeddings_and_caps_by_rank():
     X, wells, _ = planted(n_ctrl=60, n_pert=15)
-    sweep = ch06_cell_microscopy.component_sweep(X, wells, grid=(2, 4, 64), n_splits=2, n_estimators=10, n_boot=100)
+    said = []
+    sweep = ch06_cell_microscopy.component_sweep(X, wells, grid=(2, 4, 6, 64), n_splits=2, n_estimators=10,
+                                                 n_boot=100, log=said.append)
     scores, intervals = sweep["scores"], sweep["intervals"]
     assert sorted(set(scores.n_components)) == [2, 4, 6]  # 64 capped by the rank (6 columns)
+    assert list(scores.asked.unique()) == [2, 4, 6]
+    # one run of tasks: 3 k x 3 sets x 1 guide; the capped k (a repeat of k = 6) is not scored
+    assert [line.split(":")[0] for line in said if " tasks: " in line] == ["9 tasks"]
     assert set(scores.feature_set) == set(ch06_cell_microscopy.WHITENED_SETS)
     assert scores.loc[scores.n_components == 6, "variance_kept"].eq(1.0).all()
     assert scores.concentration.between(0, 1).all() and scores.share.between(0.25, 1).all()
@@ -287,7 +338,10 @@ def test_scale_trend_decides_every_claim_at_every_budget():
     P = resolve("06", "smoke", {"n_batches": 3, "controls_per_batch": 4, "n_splits": 3})
     embeddings = {t.kwargs["mae"]["epochs"]: Task(t.fn, dict(t.kwargs, max_steps=2, device="cpu"))()
                   for t in ch06_cell_microscopy.plan(P)}
-    trend = ch06_cell_microscopy.scale_trend(embeddings, n_boot=50, **ch06_cell_microscopy.evaluation_params(P))
+    said = []
+    trend = ch06_cell_microscopy.scale_trend(embeddings, n_boot=50, log=said.append,
+                                             **ch06_cell_microscopy.evaluation_params(P))
+    assert [line.split(":")[0] for line in said if " tasks: " in line] == ["120 tasks"]  # 2 budgets x 15 guides x 4 sets
     assert sorted(trend.epochs.unique()) == [1, 2]
     assert set(trend.claim) == set(ch06_cell_microscopy.TABLE3_CLAIMS) | set(ch06_cell_microscopy.TABLE4_CLAIMS)
     assert set(trend.verdict) <= {"holds", "fails", "inconclusive"}
