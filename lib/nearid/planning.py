@@ -17,12 +17,14 @@ steps, so that cheap steps are not lost in timer noise). Three runs separate thr
 A task that evaluates its model inside (chapter 05 probes every trained model; chapter 04
 embeds the held-out inputs) takes ``evaluate``, a share of its evaluation rows: the three
 runs above leave the evaluation out (``evaluate=0``), and one more warm run at ``k1`` steps
-scores ``evaluate_share`` of the rows (:data:`EVALUATE_SHARE`, a tenth); the difference,
-divided by the share, is the kind's ``evaluation`` per task (``eval s``). Encoding and the
-probes cost in proportion to the rows they see, so a tenth scaled up prices the whole
-without running it three times (at ``full`` chapter 05's AE encodes 110,000 images at each of
-its four budgets, minutes on a CPU). A task's share has a floor (a few hundred rows), so at
-small shapes the scaled-up figure overstates the evaluation.
+scores a hundredth of the rows, then, if that says it would take at most
+:data:`EVALUATE_SECONDS`, a tenth (``evaluate_share``), else a share sized to take about that
+long; the difference, divided by the share, is the kind's ``evaluation`` per task (``eval
+s``). Encoding and the probes cost in proportion to the rows they see, so a share scaled up
+prices the whole without running it three times (at ``full`` chapter 05's AE encodes 110,000
+images at each of its four budgets, about 20 minutes on one CPU core; chapter 06 embeds
+153,600 cells, about 40). A task's share has a floor (a few hundred rows), so at small shapes
+the scaled-up figure overstates the evaluation.
 
 A kind's estimate is ``once + sum over its tasks of (setup + evaluation + steps * per_step)``,
 one process running them one after another: divide by the number of workers for a pool or a
@@ -103,6 +105,7 @@ import multiprocessing
 import pkgutil
 import resource
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -116,7 +119,8 @@ DEFAULT_TIMEOUT = 900.0  # seconds per kind of task
 TASKS, EVALUATION = "tasks", "evaluation"  # a kind's stage: the chapter's tasks, or its own evaluation
 MIN_SPAN = 1.0  # seconds the k2 - k1 steps must take at least (else k2 grows, up to the task's steps)
 WARM_RERUN = 10.0  # a task run whole that took less than this (seconds) is run again, warm
-EVALUATE_SHARE = 0.1  # share of its evaluation rows a task that takes `evaluate` scores when timed
+EVALUATE_SHARE = 0.1  # share of its evaluation rows a task that takes `evaluate` scores when timed, at most
+EVALUATE_SECONDS = 60.0  # about how long that timed evaluation may take (a smaller share when it would take longer)
 
 
 @dataclass
@@ -207,7 +211,7 @@ def _rss_mb(field: str) -> float:
 
 
 def _measure_child(conn, task: Task, steps: tuple[int, int] | None, max_steps: int,
-                   evaluate_share: float | None = None) -> None:
+                   evaluate_share: float | None = None, evaluate_seconds: float = EVALUATE_SECONDS) -> None:
     """In a fresh process: time the task cut to steps[0], steps[0] and steps[1] (or whole);
     with ``evaluate_share``, those runs leave the task's own evaluation out and one more run
     (warm, at steps[0]) scores that share of its evaluation rows."""
@@ -243,12 +247,21 @@ def _measure_child(conn, task: Task, steps: tuple[int, int] | None, max_steps: i
                 k2 = min(max_steps, k2 * 4)
                 seconds[2] = run(k2)
             steps = (k1, k2)
-        evaluated = None
+        evaluated, share = None, evaluate_share
         if evaluate_share is not None:  # the same run as seconds[-1] (whole) or seconds[1] (cut), evaluating
-            evaluated = run(None if steps is None else steps[0], evaluate=evaluate_share)
+            same, k = (seconds[-1], None) if steps is None else (seconds[1], steps[0])
+            # first a tenth of the share; the share itself only where that would take at most
+            # EVALUATE_SECONDS (else a share sized to about that): a whole evaluation of hours
+            # (chapter 06 embeds 153,600 cells) is priced in a minute
+            share = evaluate_share / 10
+            evaluated = run(k, evaluate=share)
+            whole = max(evaluated - same, 0.0) / share
+            better = min(evaluate_share, evaluate_seconds / whole) if whole > 0 else evaluate_share
+            if better >= 2 * share:
+                share, evaluated = better, run(k, evaluate=better)
         torch = sys.modules.get("torch")
         gpu = torch is not None and torch.cuda.is_initialized()
-        conn.send({"seconds": seconds, "steps": steps, "evaluated": evaluated, "base_rss_mb": base,
+        conn.send({"seconds": seconds, "steps": steps, "evaluated": evaluated, "share": share, "base_rss_mb": base,
                    "peak_rss_mb": _rss_mb("VmHWM"),
                    "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2 ** 20 if gpu else None,
                    "device": f"cuda ({torch.cuda.get_device_name()})" if gpu else "cpu"})
@@ -259,11 +272,13 @@ def _measure_child(conn, task: Task, steps: tuple[int, int] | None, max_steps: i
 
 
 def measure(task: Task, steps: tuple[int, int] | None = DEFAULT_STEPS,
-            timeout: float = DEFAULT_TIMEOUT, evaluate_share: float | None = EVALUATE_SHARE) -> Measurement:
+            timeout: float = DEFAULT_TIMEOUT, evaluate_share: float | None = EVALUATE_SHARE,
+            evaluate_seconds: float = EVALUATE_SECONDS) -> Measurement:
     """Time ``task`` in a fresh process (see the module): cut to ``steps`` (k1 < k2)
     optimisation steps, or whole when ``steps`` is None. A task whose function takes
-    ``evaluate`` is timed without its own evaluation, and once more scoring ``evaluate_share``
-    of its evaluation rows, scaled up (None: timed as it is, evaluation and all). Errors, a
+    ``evaluate`` is timed without its own evaluation, and again scoring a share of its
+    evaluation rows, scaled up: ``evaluate_share`` at most, less where that would take more than
+    ``evaluate_seconds`` (None: timed as it is, evaluation and all). Errors, a
     timeout or a killed process (out of memory) come back in ``.error``."""
     if steps is not None and not 1 <= steps[0] < steps[1]:
         raise ValueError(f"steps must be two counts 1 <= k1 < k2, got {steps}")
@@ -274,7 +289,8 @@ def measure(task: Task, steps: tuple[int, int] | None = DEFAULT_STEPS,
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_measure_child,
-                       args=(child, task, steps, max(task.steps or 0, steps[1] if steps else 0), share),
+                       args=(child, task, steps, max(task.steps or 0, steps[1] if steps else 0), share,
+                             evaluate_seconds),
                        daemon=True)
     proc.start()
     child.close()
@@ -315,7 +331,8 @@ def measure(task: Task, steps: tuple[int, int] | None = DEFAULT_STEPS,
         m.once_s = max(0.0, cold - warm1)
     if got.get("evaluated") is not None:  # the same run again, evaluating a share of its rows
         same = m.seconds[-1] if steps is None else m.seconds[1]
-        m.evaluate_s = max(0.0, got["evaluated"] - same) / share
+        m.evaluate_share = got["share"]
+        m.evaluate_s = max(0.0, got["evaluated"] - same) / m.evaluate_share
     return m
 
 
@@ -540,13 +557,20 @@ def plan_chapters(params: dict[str, Any], *, steps: tuple[int, int] = DEFAULT_ST
 
     if timer is None:
         timer = functools.partial(measure, evaluate_share=evaluate_share)
+    slots = threading.Semaphore(max(1, jobs))  # measurements at once, whichever pool queued them
+    unslotted = timer
+
+    def timer(task, steps, timeout):  # noqa: F811 (the same timer, holding a slot)
+        with slots:
+            return unslotted(task, steps=steps, timeout=timeout)
+
     report: dict[str, Any] = {"steps": list(steps), "workers": workers, "jobs": jobs,
                               "evaluate_share": evaluate_share, "chapters": {}}
     tasks_s, evaluation_s, longest, complete, peak, without, unlisted = 0.0, 0.0, 0.0, True, [], [], []
     chapters: dict[str, tuple[int, bool, list[Future]]] = {}
     cuda = _cuda_present()
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))  # threads that wait on measuring processes
-    alone = ThreadPoolExecutor(max_workers=1)  # GPU kinds and memory-heavy ones, one at a time
+    alone = ThreadPoolExecutor(max_workers=1)  # GPU kinds and memory-heavy ones, one at a time (in a slot)
     try:
         for key, P in params.items():  # every kind of every chapter queued, in chapter order
             module = experiment_module(key.split("_", 1)[0])

@@ -129,6 +129,10 @@ def test_a_task_that_evaluates_inside_is_timed_without_it_and_on_a_share_of_its_
     (plan,) = planning.plan_tasks([task, task], timer=lambda t, steps, timeout: m)
     assert plan.estimate_s == pytest.approx(m.once_s + 2 * (m.setup_s + m.evaluate_s + 100 * m.step_s))
     assert "eval s" in planning.format_chapter("05", [plan])
+    long = planning.measure(task, steps=(2, 10), timeout=300, evaluate_share=0.5, evaluate_seconds=0.5)
+    assert long.error is None and long.evaluate_share == pytest.approx(0.125, rel=0.3), \
+        "an evaluation that would take longer is timed on a share sized to evaluate_seconds"
+    assert long.evaluate_s == pytest.approx(4.0, abs=0.8)
     plain = planning.measure(Task(tf.sleepy, {"seconds": 0.1}), steps=None, evaluate_share=0.25)
     assert plain.evaluate_share is None and plain.evaluate_s is None, "a task without evaluate is timed as it is"
     with pytest.raises(ValueError, match="evaluate_share"):
@@ -184,3 +188,31 @@ def test_chapters_whose_data_fill_the_memory_are_timed_one_kind_at_a_time(monkey
     assert not planning.memory_heavy(planning.experiment_module("01"), resolve("01", "full"), jobs=2)
     monkeypatch.setattr(pricing, "machine_memory_mb", lambda: 128 * 1024)  # a GPU machine's
     assert not planning.memory_heavy(ch05, resolve("05", "full"), jobs=2)
+
+
+def test_memory_heavy_kinds_never_overlap_and_no_more_than_jobs_run_at_once(monkeypatch):
+    import threading
+    import time
+    import types
+
+    from nearid.book import pricing
+
+    monkeypatch.setattr(pricing, "machine_memory_mb", lambda: 16 * 1024)
+    light = types.SimpleNamespace(plan=lambda P: [Task(tf.where_am_i, {"x": i}, kind=f"light{i}") for i in range(4)])
+    heavy = types.SimpleNamespace(plan=lambda P: [Task(tf.where_am_i, {"x": i}, kind=f"heavy{i}") for i in range(3)],
+                                  data_mb=lambda P: 8 * 1024)
+    monkeypatch.setattr(planning, "experiment_module", lambda n: {"01": light, "05": heavy}[n])
+    running, peaks, lock = [], [], threading.Lock()
+
+    def timer(task, steps, timeout):
+        with lock:
+            running.append(task.kind)
+            peaks.append((len(running), sum(k.startswith("heavy") for k in running)))
+        time.sleep(0.1)
+        with lock:
+            running.remove(task.kind)
+        return Measurement(label=task.kind, steps=None, seconds=[1.0], task_s=1.0)
+
+    report = planning.plan_chapters({"05_heavy": {}, "01_light": {}}, jobs=2, timer=timer, out=lambda _: None)
+    assert max(p[0] for p in peaks) == 2 and max(p[1] for p in peaks) == 1
+    assert report["chapters"]["05_heavy"]["estimate_s"] == 3.0 and report["chapters"]["01_light"]["estimate_s"] == 4.0

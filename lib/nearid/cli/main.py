@@ -246,8 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="kinds timed side by side, each in a one-thread process (default: one per core)")
     p.add_argument("--evaluate-share", type=float, default=0.1, metavar="SHARE",
                    help="a task that evaluates its model inside (chapter 05's probes) is timed without that "
-                        "evaluation, then once scoring this share of its evaluation rows, scaled up (default 0.1; "
-                        "1 times the whole evaluation)")
+                        "evaluation, then scoring a share of its evaluation rows, scaled up: this share at most "
+                        "(default 0.1), less where that would take over a minute")
     p.add_argument("--json", metavar="PATH", help="also write the estimates as JSON")
     p.set_defaults(func=_cmd_plan)
 
