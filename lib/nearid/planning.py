@@ -99,6 +99,7 @@ Estimates come from the machine it runs on, under its current load. A chapter wi
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import multiprocessing
@@ -382,13 +383,16 @@ def _estimate(t: _Timing, m: Measurement) -> KindPlan:
 
 
 def _run_timings(timings: Sequence[_Timing], *, timeout: float, timer: Callable[..., Measurement],
-                 progress: Callable[[str], None] | None, jobs: int) -> list[KindPlan]:
-    """Measure every kind, ``jobs`` at a time (each in its own process, one thread), in order."""
+                 progress: Callable[[str], None] | None, jobs: int,
+                 slots: threading.Semaphore | None = None) -> list[KindPlan]:
+    """Measure every kind, ``jobs`` at a time (each in its own process, one thread), in order;
+    with ``slots``, each measurement (and its progress line) waits for one."""
     def one(t: _Timing) -> KindPlan:
-        if progress is not None:
-            progress(f"timing {t.plan.kind}: {t.sample.label or kind_of(t.sample)}"
-                     + (f" cut to {t.cut[0]} and {t.cut[1]} steps" if t.cut else " whole"))
-        return _estimate(t, timer(t.sample, steps=t.cut, timeout=timeout))
+        with slots if slots is not None else contextlib.nullcontext():
+            if progress is not None:
+                progress(f"timing {t.plan.kind}: {t.sample.label or kind_of(t.sample)}"
+                         + (f" cut to {t.cut[0]} and {t.cut[1]} steps" if t.cut else " whole"))
+            return _estimate(t, timer(t.sample, steps=t.cut, timeout=timeout))
 
     if jobs <= 1 or len(timings) <= 1:
         return [one(t) for t in timings]
@@ -558,12 +562,6 @@ def plan_chapters(params: dict[str, Any], *, steps: tuple[int, int] = DEFAULT_ST
     if timer is None:
         timer = functools.partial(measure, evaluate_share=evaluate_share)
     slots = threading.Semaphore(max(1, jobs))  # measurements at once, whichever pool queued them
-    unslotted = timer
-
-    def timer(task, steps, timeout):  # noqa: F811 (the same timer, holding a slot)
-        with slots:
-            return unslotted(task, steps=steps, timeout=timeout)
-
     report: dict[str, Any] = {"steps": list(steps), "workers": workers, "jobs": jobs,
                               "evaluate_share": evaluate_share, "chapters": {}}
     tasks_s, evaluation_s, longest, complete, peak, without, unlisted = 0.0, 0.0, 0.0, True, [], [], []
@@ -582,7 +580,8 @@ def plan_chapters(params: dict[str, Any], *, steps: tuple[int, int] = DEFAULT_ST
             heavy = memory_heavy(module, P, jobs)
             chapters[key] = (len(tasks or []), evaluation is not None,
                              [(alone if (t.plan.gpu and cuda) or (heavy and t.plan.stage == TASKS) else pool).submit(
-                                 _run_timings, [t], timeout=timeout, timer=timer, progress=progress, jobs=1)
+                                 _run_timings, [t], timeout=timeout, timer=timer, progress=progress, jobs=1,
+                                 slots=slots)
                               for t in timings])
         for key, entry in chapters.items():  # printed in order, each as soon as its kinds are timed
             if entry is None:
