@@ -18,6 +18,14 @@ from nearid import kernels
 THREADS_ENV = kernels.THREADS_ENV
 
 
+def machine_memory_mb() -> float | None:
+    """Physical memory of this machine (MB); None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 20
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def pick_device(preference: str = "auto") -> "torch.device":  # noqa: F821
     """CUDA when present (or asked for), else CPU; an unknown preference is an error
     (:func:`nearid.train.resolve_device`, which the experiments' tasks use too)."""

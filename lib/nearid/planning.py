@@ -521,10 +521,10 @@ def memory_heavy(module: ModuleType | None, P, jobs: int) -> bool:
     """Whether ``jobs`` of the chapter's tasks at once would hold more than half this machine's
     memory (its ``data_mb(P)``, half again for what the task builds on it): such kinds are timed
     one at a time (beside lighter ones), or side by side they would be killed for memory."""
-    from nearid.book.pricing import machine_memory_mb
+    from nearid import env
 
     fn = getattr(module, "data_mb", None) if module is not None else None
-    total = machine_memory_mb()
+    total = env.machine_memory_mb()
     if fn is None or not total or jobs <= 1:
         return False
     return jobs * 1.5 * float(fn(P)) > 0.5 * total

@@ -176,17 +176,17 @@ def test_helpers():
 def test_chapters_whose_data_fill_the_memory_are_timed_one_kind_at_a_time(monkeypatch):
     """Two of chapter 05's full tasks (6.4 GB of images each, 12 GB at their peak) were killed
     for memory side by side on a 23 GB machine: such a chapter's kinds are timed alone."""
-    from nearid.book import pricing
+    from nearid import env
     from nearid.book.profiles import resolve
 
-    monkeypatch.setattr(pricing, "machine_memory_mb", lambda: 23.5 * 1024)
+    monkeypatch.setattr(env, "machine_memory_mb", lambda: 23.5 * 1024)
 
     ch05 = planning.experiment_module("05")
     assert planning.memory_heavy(ch05, resolve("05", "full"), jobs=2)
     assert not planning.memory_heavy(ch05, resolve("05", "quick"), jobs=2)
     assert not planning.memory_heavy(ch05, resolve("05", "full"), jobs=1)
     assert not planning.memory_heavy(planning.experiment_module("01"), resolve("01", "full"), jobs=2)
-    monkeypatch.setattr(pricing, "machine_memory_mb", lambda: 128 * 1024)  # a GPU machine's
+    monkeypatch.setattr(env, "machine_memory_mb", lambda: 128 * 1024)  # a GPU machine's
     assert not planning.memory_heavy(ch05, resolve("05", "full"), jobs=2)
 
 
@@ -195,9 +195,9 @@ def test_memory_heavy_kinds_never_overlap_and_no_more_than_jobs_run_at_once(monk
     import time
     import types
 
-    from nearid.book import pricing
+    from nearid import env
 
-    monkeypatch.setattr(pricing, "machine_memory_mb", lambda: 16 * 1024)
+    monkeypatch.setattr(env, "machine_memory_mb", lambda: 16 * 1024)
     light = types.SimpleNamespace(plan=lambda P: [Task(tf.where_am_i, {"x": i}, kind=f"light{i}") for i in range(4)])
     heavy = types.SimpleNamespace(plan=lambda P: [Task(tf.where_am_i, {"x": i}, kind=f"heavy{i}") for i in range(3)],
                                   data_mb=lambda P: 8 * 1024)

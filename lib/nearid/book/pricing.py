@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from nearid.book.preflight import PreflightError
+from nearid.env import machine_memory_mb
 
 DEFAULT_MAX_HOURS = 2.0  # above this, `nearid run` / `nearid book` ask for --yes
 ENV_MAX_HOURS = "NEARID_MAX_HOURS"
@@ -90,14 +91,6 @@ def _data_mb(chapter: str, params: dict[str, Any]) -> float | None:
     module = experiment_module(chapter.split("_", 1)[0])
     fn = getattr(module, "data_mb", None) if module is not None else None
     return float(fn(params)) if fn is not None else None
-
-
-def machine_memory_mb() -> float | None:
-    """Physical memory of this machine (MB); None where the OS does not say."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 20
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def _known_runs(out_dir: Path | None, chapter: str) -> list[dict[str, Any]]:
