@@ -665,13 +665,16 @@ def default_jobs() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-# Wall seconds of each chapter in one fresh `--jobs 1` build on a 2-core AMD EPYC VM
-# (2026-11-30). Used only to start the longest chapters first when an output folder has no
-# timings of its own yet (a fresh clone): chapter 05 alone takes about as long as 01-04 and
-# 06 together, so starting it last would leave one core idle for minutes. Never a result.
+# Wall seconds of each chapter in one fresh default quick build (two chapters side by side,
+# one torch thread each) of dafded1 on a 2-core AMD EPYC (Zen 4) VM, 2026-12-03: the whole
+# build took 40:23 (benchmarks/README.md, "Issue 21: the book's time before and after").
+# Used only to start the longest chapters first when an output folder has no timings of its
+# own yet (a fresh clone), and to price a chapter that has never run here: chapters 04 and 05
+# each take about as long as all the others together, so starting either late would leave a
+# core idle for minutes. Never a result.
 REFERENCE_SECONDS = {
-    "quick": {"01_definitions": 15, "02_isometric_dgp": 39, "03_bilipschitz": 240,
-              "04_alignment": 266, "05_disentanglement": 562, "06_cell_microscopy": 116},
+    "quick": {"01_definitions": 21, "02_isometric_dgp": 55, "03_bilipschitz": 474,
+              "04_alignment": 1977, "05_disentanglement": 1923, "06_cell_microscopy": 296},
 }
 
 
