@@ -191,7 +191,7 @@ def test_longest_chapter_starts_first(project):
 
 def test_a_fresh_clone_starts_chapters_04_and_05_first(tmp_path):
     """No timings of its own yet: the reference machine's order, longest first (04 and 05 each
-    take about as long as the rest of the book together)."""
+    take more than twice as long as the rest of the book together)."""
     for profile in ("quick", "full"):
         expected = runner._expected_seconds(tmp_path, profile)
         names = [p.stem for p in (Path(runner.__file__).parents[3] / "notebooks").glob("0[1-6]_*.py")]

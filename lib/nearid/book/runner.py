@@ -670,8 +670,8 @@ def default_jobs() -> int:
 # build took 40:23 (benchmarks/README.md, "Issue 21: the book's time before and after").
 # Used only to start the longest chapters first when an output folder has no timings of its
 # own yet (a fresh clone), and to price a chapter that has never run here: chapters 04 and 05
-# each take about as long as all the others together, so starting either late would leave a
-# core idle for minutes. Never a result.
+# each take more than twice as long as all the others together, so starting either late would
+# leave a core idle for many minutes. Never a result.
 REFERENCE_SECONDS = {
     "quick": {"01_definitions": 21, "02_isometric_dgp": 55, "03_bilipschitz": 474,
               "04_alignment": 1977, "05_disentanglement": 1923, "06_cell_microscopy": 296},
