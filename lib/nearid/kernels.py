@@ -29,7 +29,11 @@ The declared choice, :data:`PORTABLE_SETTINGS`:
 * ``OPENBLAS_CORETYPE=Haswell``: OpenBLAS (numpy's and scipy's matrix products and LAPACK)
   uses its Haswell (AVX2) kernels on every CPU;
 * ``NPY_DISABLE_CPU_FEATURES=X86_V4 AVX512_ICL AVX512_SPR``: numpy's own SIMD loops (exp,
-  log, sorting, ...) stay on their AVX2 (``X86_V3``) versions.
+  log, sorting, ...) stay on their AVX2 (``X86_V3``) versions;
+* the matrix products of training and encoding (linear layers, convolutions, attention) run
+  in numpy's OpenBLAS, under the Haswell pin above (:mod:`nearid.gemm`): MKL's compatible
+  branch is SSE2 code, 2-4 times slower than OpenBLAS's AVX2 kernels on the same products.
+  ``NEARID_MKL_PRODUCTS=1`` keeps them in torch's MKL (other numbers, also portable).
 
 The thread count matters as much (a sum split over threads is summed in another order): the
 book runs every kernel and worker with one thread unless ``NEARID_NUM_THREADS`` says
@@ -62,15 +66,19 @@ PORTABLE_SETTINGS: dict[str, str] = {
     "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
 }
 # Set in Python where torch computes (configure_torch), not through the environment.
-TORCH_SETTINGS: dict[str, str] = {"torch.backends.mkldnn.enabled": "False"}
+PRODUCTS_KEY = "training matrix products"
+PRODUCTS_ENV = "NEARID_MKL_PRODUCTS"  # "1": training's products stay in torch's MKL (compatible branch)
+TORCH_SETTINGS: dict[str, str] = {"torch.backends.mkldnn.enabled": "False", PRODUCTS_KEY: "OpenBLAS"}
 # What each setting pins, as the report page and `nearid kernels` say it.
 WHAT = {
     "ATEN_CPU_CAPABILITY": "torch element-wise and reduction kernels",
     "ONEDNN_MAX_CPU_ISA": "oneDNN, where torch still calls it (not for convolutions, see below)",
-    "MKL_CBWR": "MKL (torch matrix products, LAPACK)",
+    "MKL_CBWR": "MKL (torch matrix products outside nearid.gemm, LAPACK)",
     "OPENBLAS_CORETYPE": "OpenBLAS (numpy and scipy matrix products, LAPACK)",
     "NPY_DISABLE_CPU_FEATURES": "numpy SIMD loops",
     "torch.backends.mkldnn.enabled": "torch convolutions: im2col + MKL instead of oneDNN",
+    PRODUCTS_KEY: "products of linear layers, convolutions and attention in training and encoding "
+                  "(nearid.gemm): numpy's OpenBLAS, Haswell kernels",
 }
 # Libraries that read a setting when they load: if one is already loaded, the setting is late.
 READ_AT_LOAD = {"OPENBLAS_CORETYPE": "numpy", "NPY_DISABLE_CPU_FEATURES": "numpy",
@@ -84,6 +92,13 @@ def native_requested(environ: MutableMapping[str, str] | None = None) -> bool:
     """Whether ``$NEARID_NATIVE_KERNELS`` asks for each library's fastest kernels."""
     env = os.environ if environ is None else environ
     return env.get(NATIVE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def products(environ: MutableMapping[str, str] | None = None) -> str:
+    """Where training's matrix products run with portable kernels: "OpenBLAS" (numpy's, the
+    Haswell kernels; :mod:`nearid.gemm`) unless ``$NEARID_MKL_PRODUCTS`` keeps them in "MKL"."""
+    env = os.environ if environ is None else environ
+    return "MKL" if env.get(PRODUCTS_ENV, "").strip().lower() not in ("", "0", "false", "no") else "OpenBLAS"
 
 
 def cpu_flags() -> set[str]:
@@ -234,7 +249,8 @@ def signature() -> str:
     found = setting_problems()
     if found:  # asked for, but not (all) in effect: never the key of portable results
         return f"unpinned:{platform.machine()}:{cpu_model()}:" + ";".join(found)
-    return "portable:" + ";".join(f"{k}={v}" for k, v in PORTABLE_SETTINGS.items()) + ";torch_onednn=off"
+    return ("portable:" + ";".join(f"{k}={v}" for k, v in PORTABLE_SETTINGS.items())
+            + f";torch_onednn=off;products={products()}")
 
 
 def record() -> dict:
@@ -247,7 +263,7 @@ def record() -> dict:
     native = native_requested()
     return {"mode": "native" if native else "portable", "portable": not found,
             "settings": {} if native else {**{k: os.environ.get(k) for k in PORTABLE_SETTINGS},
-                                           **TORCH_SETTINGS},
+                                           **TORCH_SETTINGS, PRODUCTS_KEY: products()},
             "problems": found, "cpu": cpu_model()}
 
 

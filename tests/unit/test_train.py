@@ -61,3 +61,53 @@ def test_resolve_device():
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="no CUDA device"):
             resolve_device("cuda")
+
+
+# ----------------------------------------------------------------- models trained as one group
+def _mlp(seed):
+    from nearid.models.autoencoder import MLPAutoencoder
+
+    torch.manual_seed(seed)
+    return MLPAutoencoder(30, 4, hidden=(32, 16), decoder_slope=0.2)
+
+
+@pytest.mark.parametrize("products", ["MKL", "OpenBLAS"])
+def test_a_model_trained_in_a_group_matches_the_model_trained_alone(monkeypatch, products):
+    """Each model of fit_group follows the loss curve fit() gives it alone, to float32 accuracy.
+
+    The group's products run in torch (MKL, batched) and the lone model's in MKL or OpenBLAS,
+    so sums run in other orders: the curves agree to 1e-4 relative over 4 epochs (120 steps),
+    the weights to 1e-3, not bit for bit."""
+    from nearid.train import fit, fit_group
+
+    if products == "MKL":
+        monkeypatch.setenv("NEARID_MKL_PRODUCTS", "1")
+    X = torch.rand(900, 30)
+    seeds = [3, 11, 42]
+    alone = []
+    for s in seeds:
+        m = _mlp(s)
+        alone.append((m, fit(m, X, epochs=4, batch_size=32, lr=3e-3, weight_decay=1e-3, seed=s)))
+    group = [_mlp(s) for s in seeds]
+    results = fit_group(group, X, seeds=seeds, epochs=4, batch_size=32, lr=3e-3, weight_decay=1e-3)
+    for (m_alone, r_alone), m_group, r_group in zip(alone, group, results):
+        assert r_group.steps == r_alone.steps == 4 * 29
+        np.testing.assert_allclose(r_group.losses, r_alone.losses, rtol=1e-4)
+        for a, b in zip(m_alone.parameters(), m_group.parameters()):
+            torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4)
+    # the seeds matter: different models, different curves
+    assert not np.allclose(results[0].losses, results[1].losses)
+
+
+def test_fit_group_checks_its_models():
+    from nearid.models.conv import make_conv_model
+    from nearid.train import fit_group
+
+    X = torch.rand(64, 30)
+    with pytest.raises(ValueError, match="one architecture"):
+        fit_group([_mlp(0), __import__("nearid.models.autoencoder", fromlist=["x"]).MLPAutoencoder(30, 5)],
+                  X, seeds=[0, 1], epochs=1)
+    with pytest.raises(ValueError, match="2 models but 1 seeds"):
+        fit_group([_mlp(0), _mlp(1)], X, seeds=[0], epochs=1)
+    with pytest.raises(TypeError, match="objective"):
+        fit_group([make_conv_model("beta_vae", 4, 8, 4, 8)], torch.rand(8, 3, 8, 8), seeds=[0], epochs=1)

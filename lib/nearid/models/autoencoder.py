@@ -48,8 +48,12 @@ class MLPAutoencoder(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.decode(self.encode(x))
 
-    def loss(self, batch):
+    def objective(self, batch) -> torch.Tensor:
+        """The mean squared reconstruction error (what :func:`nearid.train.fit_group` batches)."""
         x = batch[0] if isinstance(batch, (tuple, list)) else batch
         x = x.flatten(1)
-        loss = F.mse_loss(self(x), x)
+        return F.mse_loss(self(x), x)
+
+    def loss(self, batch):
+        loss = self.objective(batch)
         return loss, {"mse": float(loss.detach())}

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from nearid import gemm
 from nearid.constraints import FRACTION, validate_params
 
 BYTE_VOCAB = 256
@@ -141,8 +142,9 @@ def embed_windows(model, windows: np.ndarray, layer: int | None = None, batch_si
     model = model.model if isinstance(model, TinyLM) else model
     model.to(device)
     ids = torch.as_tensor(np.asarray(windows), dtype=torch.long)
-    outs = [mean_hidden_state(model, ids[i:i + batch_size].to(device), layer=layer).cpu()
-            for i in range(0, len(ids), batch_size)]
+    with gemm.portable_products(device):
+        outs = [mean_hidden_state(model, ids[i:i + batch_size].to(device), layer=layer).cpu()
+                for i in range(0, len(ids), batch_size)]
     return torch.cat(outs).numpy().astype(np.float64)
 
 
@@ -158,7 +160,8 @@ def embed_windows_by_layer(model, windows: np.ndarray, batch_size: int = 64,
     ids = torch.as_tensor(np.asarray(windows), dtype=torch.long)
     per_layer: list[list[torch.Tensor]] = []
     for i in range(0, len(ids), batch_size):
-        states = model(input_ids=ids[i:i + batch_size].to(device), output_hidden_states=True).hidden_states
+        with gemm.portable_products(device):
+            states = model(input_ids=ids[i:i + batch_size].to(device), output_hidden_states=True).hidden_states
         if not per_layer:
             per_layer = [[] for _ in states]
         for acc, h in zip(per_layer, states):

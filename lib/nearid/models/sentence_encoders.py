@@ -41,7 +41,9 @@ def encode_sentences(name: str, sentences: list[str], batch_size: int = 64,
                      max_length: int = 128, device: str = "cpu") -> np.ndarray:
     """Mean-pooled last hidden states of a packaged encoder, (n_sentences, 384) float64."""
     import torch
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel
+
+    from nearid import gemm, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # no bars in executed notebooks
@@ -51,7 +53,7 @@ def encode_sentences(name: str, sentences: list[str], batch_size: int = 64,
     tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     model = AutoModel.from_pretrained(folder, local_files_only=True).to(device).eval()
     outs = []
-    with torch.no_grad():
+    with torch.no_grad(), gemm.portable_products(device):
         for i in range(0, len(sentences), batch_size):
             enc = tok(list(sentences[i:i + batch_size]), padding=True, truncation=True,
                       max_length=max_length, return_tensors="pt").to(device)

@@ -1,0 +1,260 @@
+"""Training's matrix products in OpenBLAS's pinned kernels: the portable numbers at less cost.
+
+The portable choice (:mod:`nearid.kernels`) pins MKL, which computes torch's CPU matrix
+products, to its ``COMPATIBLE`` branch: the one branch MKL runs the same on Intel and AMD,
+and an SSE2 one, so it multiplies at about a fifth of what the CPU can (6-19 GFLOP/s on one
+core of a Zen 3, against 20-90 for MKL's native dispatch). numpy's OpenBLAS is pinned too, to
+its Haswell (AVX2 + FMA) kernels, which are the same code on every x86-64 CPU with AVX2 and
+multiply 2-3.5 times faster than MKL's compatible branch on the shapes the book trains.
+
+:class:`OpenBLASProducts` is a :class:`torch.overrides.TorchFunctionMode` that, while it is
+active, computes the matrix products of linear layers, convolutions (``unfold`` + one matrix
+product, or one product + ``fold`` for a transposed convolution), ``matmul``/``bmm`` and
+attention in numpy's OpenBLAS, forward and backward (a :class:`torch.autograd.Function` whose
+backward is two more OpenBLAS products). Everything else (element-wise ops, reductions,
+``unfold``/``fold``) stays in torch's pinned AVX2 kernels. Which path a product takes depends
+on its shapes only, never on the CPU, so numbers stay portable.
+
+Only float32 CPU tensors with portable kernels in force take the OpenBLAS path; on a GPU, with
+native kernels (``NEARID_NATIVE_KERNELS=1``), with ``NEARID_MKL_PRODUCTS=1``, or inside
+``torch.func`` transforms (whose tensors numpy cannot read), products run in torch as before. :func:`active` says whether a
+process should use the mode at all; :func:`portable_products` is the context manager the
+training loop and :func:`nearid.train.predict` enter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from nearid import kernels
+
+# Products smaller than this many multiply-adds stay in torch: below it, the cost of handing a
+# product to numpy (a few microseconds) outweighs the faster kernel. A property of the shapes,
+# so the choice is the same on every machine.
+MIN_MACS = 1 << 20
+
+
+def active() -> bool:
+    """Whether training in this process takes the OpenBLAS path: portable kernels in force
+    (not native, a CPU with AVX2) and not kept in MKL by ``$NEARID_MKL_PRODUCTS``."""
+    return (not kernels.native_requested() and kernels.supported()[0]
+            and kernels.products() == "OpenBLAS")
+
+
+def _plain(*tensors: torch.Tensor) -> bool:
+    """float32 CPU tensors numpy can read (not a ``torch.func`` wrapper, not a meta tensor)."""
+    for t in tensors:
+        if t is None:
+            continue
+        if (not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t.device.type != "cpu"
+                or torch._C._functorch.is_functorch_wrapped_tensor(t) or t.is_sparse or t.is_quantized):
+            return False
+    return True
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    """The tensor's memory as an array BLAS takes as it is (row- or column-major matrices);
+    any other layout is copied, since numpy multiplies those without BLAS, far slower."""
+    a = t.detach().numpy()
+    if a.ndim == 2:
+        ok = a.strides[1] == a.itemsize or a.strides[0] == a.itemsize
+    else:
+        ok = a.flags.c_contiguous
+    return a if ok else np.ascontiguousarray(a)
+
+
+def _product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b in numpy's OpenBLAS (numpy passes transposed views to BLAS without a copy)."""
+    return torch.from_numpy(np.matmul(_np(a), _np(b)))
+
+
+class _MatMul(torch.autograd.Function):
+    """a (..., m, k) @ b (..., k, n) with equal leading dimensions (or b 2-D): OpenBLAS both ways."""
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(a, b)
+        return _product(a, b)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        a, b = ctx.saved_tensors
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_a = _product(grad, b.transpose(-1, -2))
+        if ctx.needs_input_grad[1]:
+            if b.dim() == 2 and a.dim() > 2:  # b was shared by every matrix of a: sum over them
+                grad_b = _product(a.reshape(-1, a.shape[-1]).t(), grad.reshape(-1, grad.shape[-1]))
+            else:
+                grad_b = _product(a.transpose(-1, -2), grad)
+        return grad_a, grad_b
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` for a (..., m, k) and b (k, n) or (..., k, n) with a's leading shape, in OpenBLAS."""
+    return _MatMul.apply(a, b)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear`` as one OpenBLAS product over every row of ``x``."""
+    out = matmul(x.reshape(-1, x.shape[-1]), weight.t())
+    if bias is not None:
+        out = out + bias
+    return out.reshape(*x.shape[:-1], weight.shape[0])
+
+
+def _pair(v) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def conv2d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride, padding,
+           dilation) -> torch.Tensor:
+    """A 2-d convolution (groups 1) as one OpenBLAS product over every output position.
+
+    The rows of the product (one per image and output position, holding its receptive field)
+    are read through a strided view of the padded images (``Tensor.unfold``) and copied once,
+    already in the order the product wants; its backward is ``unfold_backward``."""
+    n, c_in, h, w = x.shape
+    c_out, _, kh, kw = weight.shape
+    stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
+    if dilation != (1, 1):  # a dilated window is no plain strided view: im2col
+        cols = F.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)
+        h_out = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+        w_out = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+        rows = cols.transpose(1, 2).reshape(n * h_out * w_out, -1)
+    else:
+        xp = F.pad(x, (padding[1], padding[1], padding[0], padding[0])) if any(padding) else x
+        win = xp.unfold(2, kh, stride[0]).unfold(3, kw, stride[1])  # (n, c, h_out, w_out, kh, kw)
+        h_out, w_out = win.shape[2], win.shape[3]
+        rows = win.permute(0, 2, 3, 1, 4, 5).reshape(n * h_out * w_out, c_in * kh * kw)
+    out = matmul(rows, weight.reshape(c_out, -1).t())  # (n*L, c_out): one product for the batch
+    if bias is not None:
+        out = out + bias
+    return out.reshape(n, h_out, w_out, c_out).permute(0, 3, 1, 2)
+
+
+def conv_transpose2d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride,
+                     padding, output_padding, dilation) -> torch.Tensor:
+    """A transposed 2-d convolution (groups 1) as one OpenBLAS product, then ``fold``."""
+    n, c_in, h, w = x.shape
+    _, c_out, kh, kw = weight.shape
+    stride, padding = _pair(stride), _pair(padding)
+    output_padding, dilation = _pair(output_padding), _pair(dilation)
+    h_out = (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + output_padding[0] + 1
+    w_out = (w - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + output_padding[1] + 1
+    rows = x.permute(0, 2, 3, 1).reshape(n * h * w, c_in)  # one row per input position
+    cols = matmul(rows, weight.reshape(c_in, -1)).reshape(n, h * w, -1)  # (n, hw, c_out*kh*kw)
+    out = F.fold(cols.transpose(1, 2), (h_out, w_out), (kh, kw), dilation=dilation, padding=padding,
+                 stride=stride)
+    if bias is not None:
+        out = out + bias.reshape(1, c_out, 1, 1)
+    return out
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask=None, dropout_p: float = 0.0,
+              is_causal: bool = False, scale: float | None = None) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` (no dropout) with its two products in OpenBLAS."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    lead = q.shape[:-2]
+    qf, kf, vf = (t.reshape(-1, *t.shape[-2:]) for t in (q, k, v))
+    scores = matmul(qf, kf.transpose(-1, -2)) * scale
+    scores = scores.reshape(*lead, *scores.shape[-2:])
+    if is_causal:
+        L, S = scores.shape[-2:]
+        keep = torch.ones(L, S, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool \
+            else scores + attn_mask
+    weights = scores.softmax(dim=-1).reshape(-1, *scores.shape[-2:])
+    return matmul(weights, vf).reshape(*lead, q.shape[-2], v.shape[-1])
+
+
+def _macs(*dims: int) -> int:
+    return math.prod(int(d) for d in dims)
+
+
+class OpenBLASProducts(TorchFunctionMode):
+    """While active, float32 CPU products of at least :data:`MIN_MACS` multiply-adds run in
+    numpy's OpenBLAS (see the module docstring); anything else runs in torch unchanged.
+    ``counts_`` tallies how many calls took each path (for tests and profiles)."""
+
+    def __init__(self, min_macs: int = MIN_MACS):
+        super().__init__()
+        self.min_macs = min_macs
+        self.counts_: dict[str, int] = {}
+
+    def _take(self, name: str) -> None:
+        self.counts_[name] = self.counts_.get(name, 0) + 1
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        routed = self._route(func, args, kwargs)
+        if routed is not None:
+            return routed
+        return func(*args, **kwargs)
+
+    def _route(self, func, args, kwargs):  # noqa: C901  (one branch per torch entry point)
+        if func is F.linear or func is torch._C._nn.linear:
+            x, w = args[0], args[1]
+            b = args[2] if len(args) > 2 else kwargs.get("bias")
+            if _plain(x, w, b) and x.dim() >= 1 and _macs(x.numel(), w.shape[0]) >= self.min_macs:
+                self._take("linear")
+                return linear(x, w, b)
+        elif func in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.mm,
+                      torch.Tensor.bmm, torch.Tensor.mm):
+            a, b = args[0], args[1]
+            if (_plain(a, b) and a.dim() >= 2 and b.dim() >= 2
+                    and (b.dim() == 2 or a.shape[:-2] == b.shape[:-2])
+                    and _macs(a.numel(), b.shape[-1]) >= self.min_macs):
+                self._take("matmul")
+                if b.dim() == 2 and a.dim() > 2:
+                    return matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
+                return matmul(a, b)
+        elif func is F.conv2d or func is torch.conv2d:
+            x, w = args[0], args[1]
+            p = dict(zip(("bias", "stride", "padding", "dilation", "groups"), args[2:]), **kwargs)
+            if (_plain(x, w, p.get("bias")) and x.dim() == 4 and p.get("groups", 1) == 1
+                    and not isinstance(p.get("padding", 0), str)
+                    and _macs(x.shape[0], w.numel(), x.shape[2] * x.shape[3]) >= self.min_macs):
+                self._take("conv2d")
+                return conv2d(x, w, p.get("bias"), p.get("stride", 1), p.get("padding", 0),
+                              p.get("dilation", 1))
+        elif func is F.conv_transpose2d or func is torch.conv_transpose2d:
+            x, w = args[0], args[1]
+            p = dict(zip(("bias", "stride", "padding", "output_padding", "groups", "dilation"), args[2:]),
+                     **kwargs)
+            if (_plain(x, w, p.get("bias")) and x.dim() == 4 and p.get("groups", 1) == 1
+                    and _macs(x.shape[0], w.numel(), x.shape[2] * x.shape[3]) >= self.min_macs):
+                self._take("conv_transpose2d")
+                return conv_transpose2d(x, w, p.get("bias"), p.get("stride", 1), p.get("padding", 0),
+                                        p.get("output_padding", 0), p.get("dilation", 1))
+        elif func is F.scaled_dot_product_attention:
+            q, k, v = args[:3]
+            p = dict(zip(("attn_mask", "dropout_p", "is_causal", "scale"), args[3:]), **kwargs)
+            if (_plain(q, k, v) and p.get("dropout_p", 0.0) == 0.0 and not p.get("enable_gqa", False)
+                    and q.dim() >= 3 and k.shape[:-2] == q.shape[:-2] and v.shape[:-2] == q.shape[:-2]
+                    and _macs(q.numel(), k.shape[-2]) >= self.min_macs):
+                self._take("attention")
+                return attention(q, k, v, p.get("attn_mask"), 0.0, bool(p.get("is_causal", False)),
+                                 p.get("scale"))
+        return None
+
+
+@contextlib.contextmanager
+def portable_products(device: str | torch.device | None = "cpu") -> Iterator[OpenBLASProducts | None]:
+    """Enter :class:`OpenBLASProducts` where products on ``device`` should take the OpenBLAS
+    path (the CPU, with :func:`active`); yields the mode, or None when products stay in torch
+    (a GPU, native kernels, ``$NEARID_MKL_PRODUCTS``; ``device=None`` too)."""
+    if device is None or torch.device(device).type != "cpu" or not active():
+        yield None
+        return
+    with OpenBLASProducts() as mode:
+        yield mode

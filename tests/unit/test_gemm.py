@@ -1,0 +1,108 @@
+"""nearid.gemm: training's products in OpenBLAS give torch's results (values and gradients)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nearid import gemm, kernels
+
+pytestmark = pytest.mark.skipif(not gemm.active(), reason="OpenBLAS products need portable kernels on AVX2")
+
+TOL = dict(rtol=1e-4, atol=1e-4)  # float32 sums in another order: agreement to about 1e-6 relative
+
+
+def _both(fn, *shapes, seed=0):
+    """fn's value and input gradients, in torch and under OpenBLASProducts (which must route it)."""
+    gen = torch.Generator().manual_seed(seed)
+    base = [torch.randn(*s, generator=gen) for s in shapes]
+    out = []
+    for routed in (False, True):
+        xs = [b.clone().requires_grad_() for b in base]
+        mode = gemm.OpenBLASProducts(min_macs=1) if routed else None
+        if routed:
+            with mode:
+                y = fn(*xs)
+        else:
+            y = fn(*xs)
+        (y * torch.linspace(-1, 1, y.numel()).reshape(y.shape)).sum().backward()
+        out.append((y.detach(), [x.grad for x in xs], mode))
+    (y0, g0, _), (y1, g1, mode) = out
+    assert mode.counts_, "the product was not routed to OpenBLAS"
+    torch.testing.assert_close(y1, y0, **TOL)
+    for a, b in zip(g1, g0):
+        torch.testing.assert_close(a, b, **TOL)
+    return mode.counts_
+
+
+def test_linear_matches_torch():
+    assert _both(lambda x, w, b: F.linear(x, w, b), (5, 7, 33), (19, 33), (19,)) == {"linear": 1}
+
+
+def test_matmul_and_bmm_match_torch():
+    assert _both(lambda a, b: a @ b, (4, 6, 9), (4, 9, 5)) == {"matmul": 1}
+    assert _both(lambda a, b: torch.bmm(a, b), (3, 8, 2), (3, 2, 7)) == {"matmul": 1}
+    assert _both(lambda a, b: torch.matmul(a, b), (2, 3, 6, 9), (9, 4)) == {"matmul": 1}
+
+
+@pytest.mark.parametrize("stride,padding,dilation", [(1, 0, 1), (2, 1, 1), (1, 2, 2), ((2, 1), (1, 0), 1)])
+def test_conv2d_matches_torch(stride, padding, dilation):
+    fn = lambda x, w, b: F.conv2d(x, w, b, stride=stride, padding=padding, dilation=dilation)  # noqa: E731
+    assert _both(fn, (3, 4, 11, 10), (6, 4, 3, 3), (6,)) == {"conv2d": 1}
+
+
+@pytest.mark.parametrize("stride,padding,output_padding", [(2, 1, 0), (2, 1, 1), (1, 0, 0), (3, 2, 1)])
+def test_conv_transpose2d_matches_torch(stride, padding, output_padding):
+    fn = lambda x, w, b: F.conv_transpose2d(x, w, b, stride=stride, padding=padding,  # noqa: E731
+                                            output_padding=output_padding)
+    assert _both(fn, (2, 5, 6, 7), (5, 3, 4, 4), (3,)) == {"conv_transpose2d": 1}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_matches_torch(causal):
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+    assert _both(fn, (2, 3, 5, 8), (2, 3, 5, 8), (2, 3, 5, 8)) == {"attention": 1}
+
+
+def test_attention_with_a_boolean_mask_matches_torch():
+    mask = torch.rand(5, 6) > 0.3
+    mask[:, 0] = True  # every query sees a key
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # noqa: E731
+    assert _both(fn, (2, 5, 8), (2, 6, 8), (2, 6, 4)) == {"attention": 1}
+
+
+def test_what_stays_in_torch():
+    """Small products, float64, groups, and tensors inside torch.func transforms are not routed."""
+    x, w = torch.randn(4, 8), torch.randn(3, 8)
+    with gemm.OpenBLASProducts() as mode:  # the default threshold: 96 multiply-adds stay in torch
+        F.linear(x, w)
+        F.linear(x.double(), w.double())
+        F.conv2d(torch.randn(1, 4, 64, 64), torch.randn(4, 1, 3, 3), groups=4)
+        big = torch.randn(256, 512)
+        torch.func.vmap(lambda a: F.linear(a, big))(torch.randn(3, 512, 512))
+    assert mode.counts_ == {}
+
+
+def test_training_uses_it_and_is_repeatable():
+    """fit() routes the model's products, and two runs give the same weights bit for bit."""
+    from nearid.models.autoencoder import MLPAutoencoder
+    from nearid.train import fit
+
+    X = torch.rand(256, 784)
+    weights = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        model = MLPAutoencoder(784, 8, hidden=(128, 64))
+        res = fit(model, X, epochs=2, batch_size=64, seed=0)
+        weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert res.steps == 8 and res.losses[1] < res.losses[0]
+    assert torch.equal(weights[0], weights[1])
+
+
+def test_switch_and_signature(monkeypatch):
+    assert kernels.products() == "OpenBLAS" and "products=OpenBLAS" in kernels.signature()
+    monkeypatch.setenv(kernels.PRODUCTS_ENV, "1")
+    assert kernels.products() == "MKL" and not gemm.active()
+    assert "products=MKL" in kernels.signature()
+    assert kernels.record()["settings"][kernels.PRODUCTS_KEY] == "MKL"
+    with gemm.portable_products() as mode:
+        assert mode is None
