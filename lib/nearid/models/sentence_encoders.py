@@ -41,10 +41,10 @@ def encode_sentences(name: str, sentences: list[str], batch_size: int = 64,
                      max_length: int = 128, device: str = "cpu") -> np.ndarray:
     """Mean-pooled last hidden states of a packaged encoder, (n_sentences, 384) float64."""
     import torch
-    from transformers import AutoModel
-
-    from nearid import gemm, AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
+
+    from nearid import gemm
 
     hf_logging.disable_progress_bar()  # no bars in executed notebooks
     if not sentences:
