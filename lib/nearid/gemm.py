@@ -114,27 +114,89 @@ def _pair(v) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
+def _window_views(padded: torch.Tensor, kh: int, kw: int, stride: tuple[int, int], h_out: int, w_out: int):
+    """The (kh x kw) strided views of channels-last ``padded`` (n, H, W, c): view (i, j) holds,
+    at output position (y, x), the pixel (y*stride + i, x*stride + j): each (n, h_out, w_out, c)."""
+    sh, sw = stride
+    for i in range(kh):
+        for j in range(kw):
+            yield i, j, padded[:, i:i + sh * (h_out - 1) + 1:sh, j:j + sw * (w_out - 1) + 1:sw, :]
+
+
+class _Windows(torch.autograd.Function):
+    """Channels-last images (n, H, W, c) -> every receptive field (n, h_out, w_out, kh, kw, c).
+
+    Forward copies each of the kh*kw strided views once into place (channels stay contiguous);
+    backward adds each view's gradient back in the same fixed order: the exact adjoint, with
+    4-16 plain strided adds instead of a generic ``unfold_backward`` or ``col2im``."""
+
+    @staticmethod
+    def forward(ctx, x, kh: int, kw: int, stride: tuple[int, int], padding: tuple[int, int]):
+        n, h, w, c = x.shape
+        ph, pw = padding
+        padded = x.new_zeros(n, h + 2 * ph, w + 2 * pw, c) if ph or pw else x
+        if ph or pw:
+            padded[:, ph:ph + h, pw:pw + w] = x
+        h_out = (h + 2 * ph - kh) // stride[0] + 1
+        w_out = (w + 2 * pw - kw) // stride[1] + 1
+        out = x.new_empty(n, h_out, w_out, kh, kw, c)
+        for i, j, view in _window_views(padded, kh, kw, stride, h_out, w_out):
+            out[:, :, :, i, j] = view
+        ctx.geometry = (x.shape, kh, kw, stride, padding)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        shape, kh, kw, stride, padding = ctx.geometry
+        return _scatter_windows(grad, shape, kh, kw, stride, padding), None, None, None, None
+
+
+def _scatter_windows(cols: torch.Tensor, shape, kh: int, kw: int, stride, padding) -> torch.Tensor:
+    """The adjoint of :class:`_Windows`: add every (n, h_out, w_out, kh, kw, c) window back
+    into channels-last images of ``shape`` (n, H, W, c), cropping the padding."""
+    n, h, w, c = shape
+    ph, pw = padding
+    padded = cols.new_zeros(n, h + 2 * ph, w + 2 * pw, c)
+    h_out, w_out = cols.shape[1], cols.shape[2]
+    for i, j, view in _window_views(padded, kh, kw, stride, h_out, w_out):
+        view += cols[:, :, :, i, j]
+    return padded[:, ph:ph + h, pw:pw + w]
+
+
+class _ScatterWindows(torch.autograd.Function):
+    """:func:`_scatter_windows` with :class:`_Windows` as its backward (a transposed convolution)."""
+
+    @staticmethod
+    def forward(ctx, cols, shape, kh: int, kw: int, stride, padding):
+        ctx.geometry = (kh, kw, stride, padding)
+        return _scatter_windows(cols, shape, kh, kw, stride, padding)
+
+    @staticmethod
+    def backward(ctx, grad):
+        kh, kw, stride, padding = ctx.geometry
+        return _Windows.apply(grad.contiguous(), kh, kw, stride, padding), None, None, None, None, None
+
+
 def conv2d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride, padding,
            dilation) -> torch.Tensor:
     """A 2-d convolution (groups 1) as one OpenBLAS product over every output position.
 
-    The rows of the product (one per image and output position, holding its receptive field)
-    are read through a strided view of the padded images (``Tensor.unfold``) and copied once,
-    already in the order the product wants; its backward is ``unfold_backward``."""
+    Works channels-last: the rows of the product (one per image and output position, its
+    receptive field ordered (kh, kw, channel)) are gathered by :class:`_Windows`, and the
+    result is returned as an (n, c, h, w) view of channels-last memory, which the next
+    convolution reads without a copy. Dilated kernels go through ``F.unfold`` (im2col)."""
     n, c_in, h, w = x.shape
     c_out, _, kh, kw = weight.shape
     stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
-    if dilation != (1, 1):  # a dilated window is no plain strided view: im2col
+    if dilation != (1, 1):
         cols = F.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)
         h_out = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
         w_out = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-        rows = cols.transpose(1, 2).reshape(n * h_out * w_out, -1)
+        out = matmul(cols.transpose(1, 2).reshape(n * h_out * w_out, -1), weight.reshape(c_out, -1).t())
     else:
-        xp = F.pad(x, (padding[1], padding[1], padding[0], padding[0])) if any(padding) else x
-        win = xp.unfold(2, kh, stride[0]).unfold(3, kw, stride[1])  # (n, c, h_out, w_out, kh, kw)
-        h_out, w_out = win.shape[2], win.shape[3]
-        rows = win.permute(0, 2, 3, 1, 4, 5).reshape(n * h_out * w_out, c_in * kh * kw)
-    out = matmul(rows, weight.reshape(c_out, -1).t())  # (n*L, c_out): one product for the batch
+        win = _Windows.apply(x.permute(0, 2, 3, 1), kh, kw, stride, padding)  # (n, h_out, w_out, kh, kw, c)
+        h_out, w_out = win.shape[1], win.shape[2]
+        out = matmul(win.reshape(n * h_out * w_out, -1), weight.permute(2, 3, 1, 0).reshape(-1, c_out))
     if bias is not None:
         out = out + bias
     return out.reshape(n, h_out, w_out, c_out).permute(0, 3, 1, 2)
@@ -142,20 +204,26 @@ def conv2d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, str
 
 def conv_transpose2d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride,
                      padding, output_padding, dilation) -> torch.Tensor:
-    """A transposed 2-d convolution (groups 1) as one OpenBLAS product, then ``fold``."""
+    """A transposed 2-d convolution (groups 1): one OpenBLAS product gives every input pixel's
+    (kh, kw, c_out) contribution, which :class:`_ScatterWindows` adds into place (channels-last;
+    returned as an (n, c, h, w) view). Dilated kernels go through ``F.fold`` (col2im)."""
     n, c_in, h, w = x.shape
     _, c_out, kh, kw = weight.shape
     stride, padding = _pair(stride), _pair(padding)
     output_padding, dilation = _pair(output_padding), _pair(dilation)
     h_out = (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + output_padding[0] + 1
     w_out = (w - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + output_padding[1] + 1
-    rows = x.permute(0, 2, 3, 1).reshape(n * h * w, c_in)  # one row per input position
-    cols = matmul(rows, weight.reshape(c_in, -1)).reshape(n, h * w, -1)  # (n, hw, c_out*kh*kw)
-    out = F.fold(cols.transpose(1, 2), (h_out, w_out), (kh, kw), dilation=dilation, padding=padding,
-                 stride=stride)
+    rows = x.permute(0, 2, 3, 1).reshape(n * h * w, c_in)  # one row per input pixel
+    if dilation != (1, 1):
+        cols = matmul(rows, weight.reshape(c_in, -1)).reshape(n, h * w, -1)  # (n, hw, c_out*kh*kw)
+        out = F.fold(cols.transpose(1, 2), (h_out, w_out), (kh, kw), dilation=dilation, padding=padding,
+                     stride=stride)
+        return out if bias is None else out + bias.reshape(1, c_out, 1, 1)
+    cols = matmul(rows, weight.permute(0, 2, 3, 1).reshape(c_in, -1)).reshape(n, h, w, kh, kw, c_out)
+    out = _ScatterWindows.apply(cols, (n, h_out, w_out, c_out), kh, kw, stride, padding)
     if bias is not None:
-        out = out + bias.reshape(1, c_out, 1, 1)
-    return out
+        out = out + bias
+    return out.permute(0, 3, 1, 2)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask=None, dropout_p: float = 0.0,
