@@ -8,18 +8,22 @@ its Haswell (AVX2 + FMA) kernels, which are the same code on every x86-64 CPU wi
 multiply 2-3.5 times faster than MKL's compatible branch on the shapes the book trains.
 
 :class:`OpenBLASProducts` is a :class:`torch.overrides.TorchFunctionMode` that, while it is
-active, computes the matrix products of linear layers, convolutions (``unfold`` + one matrix
-product, or one product + ``fold`` for a transposed convolution), ``matmul``/``bmm`` and
+active, computes the matrix products of linear layers, convolutions, ``matmul``/``bmm`` and
 attention in numpy's OpenBLAS, forward and backward (a :class:`torch.autograd.Function` whose
-backward is two more OpenBLAS products). Everything else (element-wise ops, reductions,
-``unfold``/``fold``) stays in torch's pinned AVX2 kernels. Which path a product takes depends
-on its shapes only, never on the CPU, so numbers stay portable.
+backward is two more OpenBLAS products). A convolution works channels-last: its receptive
+fields are gathered by ``kh * kw`` strided copies (:class:`_Windows`), multiplied by the
+kernel in one product for the whole batch, and a transposed convolution scatters one
+product's result back by the same views (:class:`_ScatterWindows`, the exact adjoint); torch's
+own path is im2col + a product per image in MKL. Everything else (element-wise ops,
+reductions, the copies) stays in torch's pinned AVX2 kernels. Which path a product takes
+depends on its shapes only, never on the CPU, so numbers stay portable.
 
 Only float32 CPU tensors with portable kernels in force take the OpenBLAS path; on a GPU, with
 native kernels (``NEARID_NATIVE_KERNELS=1``), with ``NEARID_MKL_PRODUCTS=1``, or inside
-``torch.func`` transforms (whose tensors numpy cannot read), products run in torch as before. :func:`active` says whether a
-process should use the mode at all; :func:`portable_products` is the context manager the
-training loop and :func:`nearid.train.predict` enter.
+``torch.func`` transforms (whose tensors numpy cannot read), products run in torch as before.
+:func:`active` says whether a process should use the mode at all; :func:`portable_products`
+is the context manager the training loop, :func:`nearid.train.predict` and the language
+models' embedding functions enter.
 """
 
 from __future__ import annotations

@@ -44,10 +44,22 @@ def test_matmul_and_bmm_match_torch():
     assert _both(lambda a, b: torch.matmul(a, b), (2, 3, 6, 9), (9, 4)) == {"matmul": 1}
 
 
-@pytest.mark.parametrize("stride,padding,dilation", [(1, 0, 1), (2, 1, 1), (1, 2, 2), ((2, 1), (1, 0), 1)])
-def test_conv2d_matches_torch(stride, padding, dilation):
+@pytest.mark.parametrize("kernel,stride,padding,dilation", [(3, 1, 0, 1), (3, 2, 1, 1), (4, 2, 1, 1), (3, 1, 2, 2),
+                                                           ((3, 2), (2, 1), (1, 0), 1), (1, 2, 0, 1)])
+def test_conv2d_matches_torch(kernel, stride, padding, dilation):
+    """Values and gradients of every input, channels-last windows (and im2col for dilation)."""
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
     fn = lambda x, w, b: F.conv2d(x, w, b, stride=stride, padding=padding, dilation=dilation)  # noqa: E731
-    assert _both(fn, (3, 4, 11, 10), (6, 4, 3, 3), (6,)) == {"conv2d": 1}
+    assert _both(fn, (3, 4, 11, 10), (6, 4, kh, kw), (6,)) == {"conv2d": 1}
+
+
+def test_stacked_convolutions_pass_channels_last_views_along():
+    """A conv's output is a channels-last view; the next conv and its gradient read it as is."""
+    def net(x, w1, w2, w3):
+        h = F.relu(F.conv2d(x, w1, stride=2, padding=1))
+        h = F.relu(F.conv_transpose2d(F.conv2d(h, w2, stride=2, padding=1), w3, stride=2, padding=1))
+        return h.flatten(1)
+    assert _both(net, (2, 3, 16, 16), (8, 3, 4, 4), (8, 8, 4, 4), (8, 5, 4, 4)) == {"conv2d": 2, "conv_transpose2d": 1}
 
 
 @pytest.mark.parametrize("stride,padding,output_padding", [(2, 1, 0), (2, 1, 1), (1, 0, 0), (3, 2, 1)])
