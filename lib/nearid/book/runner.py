@@ -666,15 +666,15 @@ def default_jobs() -> int:
 
 
 # Wall seconds of each chapter in one fresh default quick build (two chapters side by side,
-# one torch thread each) of dafded1 on a 2-core AMD EPYC (Zen 4) VM, 2026-12-03: the whole
-# build took 40:23 (benchmarks/README.md, "Issue 21: the book's time before and after").
-# Used only to start the longest chapters first when an output folder has no timings of its
-# own yet (a fresh clone), and to price a chapter that has never run here: chapters 04 and 05
-# each take more than twice as long as all the others together, so starting either late would
-# leave a core idle for many minutes. Never a result.
+# one torch thread each) of a406541 on a 2-core AMD EPYC (Zen 3) VM, 2026-12-04, under py-spy:
+# the whole build took 32:43 (benchmarks/README.md, "Issue 34"). Used only to start the
+# longest chapters first when an output folder has no timings of its own yet (a fresh clone),
+# and to price a chapter that has never run here: chapter 05 takes longer than all chapters
+# but 04 together, and 04 as long as all the rest, so starting either late would leave a core
+# idle for many minutes. Never a result.
 REFERENCE_SECONDS = {
-    "quick": {"01_definitions": 21, "02_isometric_dgp": 55, "03_bilipschitz": 474,
-              "04_alignment": 1977, "05_disentanglement": 1923, "06_cell_microscopy": 296},
+    "quick": {"01_definitions": 40, "02_isometric_dgp": 101, "03_bilipschitz": 565,
+              "04_alignment": 1046, "05_disentanglement": 1778, "06_cell_microscopy": 317},
 }
 
 
