@@ -253,6 +253,12 @@ def _macs(*dims: int) -> int:
     return math.prod(int(d) for d in dims)
 
 
+_MATMULS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.mm, torch.Tensor.bmm,
+            torch.Tensor.mm)
+_ROUTABLE = frozenset({F.linear, torch._C._nn.linear, *_MATMULS, F.conv2d, torch.conv2d, F.conv_transpose2d,
+                       torch.conv_transpose2d, F.scaled_dot_product_attention})
+
+
 class OpenBLASProducts(TorchFunctionMode):
     """While active, float32 CPU products of at least :data:`MIN_MACS` multiply-adds run in
     numpy's OpenBLAS (see the module docstring); anything else runs in torch unchanged.
@@ -267,11 +273,11 @@ class OpenBLASProducts(TorchFunctionMode):
         self.counts_[name] = self.counts_.get(name, 0) + 1
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        routed = self._route(func, args, kwargs)
-        if routed is not None:
-            return routed
-        return func(*args, **kwargs)
+        if func in _ROUTABLE:  # one set look-up for the many calls (shapes, element-wise ops) it never routes
+            routed = self._route(func, args, kwargs or {})
+            if routed is not None:
+                return routed
+        return func(*args, **(kwargs or {}))
 
     def _route(self, func, args, kwargs):  # noqa: C901  (one branch per torch entry point)
         if func is F.linear or func is torch._C._nn.linear:
@@ -280,8 +286,7 @@ class OpenBLASProducts(TorchFunctionMode):
             if _plain(x, w, b) and x.dim() >= 1 and _macs(x.numel(), w.shape[0]) >= self.min_macs:
                 self._take("linear")
                 return linear(x, w, b)
-        elif func in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.mm,
-                      torch.Tensor.bmm, torch.Tensor.mm):
+        elif func in _MATMULS:
             a, b = args[0], args[1]
             if (_plain(a, b) and a.dim() >= 2 and b.dim() >= 2
                     and (b.dim() == 2 or a.shape[:-2] == b.shape[:-2])
