@@ -11,7 +11,7 @@ multiply 2-3.5 times faster than MKL's compatible branch on the shapes the book 
 active, computes the matrix products of linear layers, convolutions, ``matmul``/``bmm`` and
 attention in numpy's OpenBLAS, forward and backward (a :class:`torch.autograd.Function` whose
 backward is two more OpenBLAS products). A convolution works channels-last: its receptive
-fields are gathered by ``kh * kw`` strided copies (:class:`_Windows`), multiplied by the
+fields are gathered by one copy of an overlapping strided view (:class:`_Windows`), multiplied by the
 kernel in one product for the whole batch, and a transposed convolution scatters one
 product's result back by the same views (:class:`_ScatterWindows`, the exact adjoint); torch's
 own path is im2col + a product per image in MKL. Everything else (element-wise ops,
@@ -118,36 +118,32 @@ def _pair(v) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
-def _window_views(padded: torch.Tensor, kh: int, kw: int, stride: tuple[int, int], h_out: int, w_out: int):
-    """The (kh x kw) strided views of channels-last ``padded`` (n, H, W, c): view (i, j) holds,
-    at output position (y, x), the pixel (y*stride + i, x*stride + j): each (n, h_out, w_out, c)."""
-    sh, sw = stride
-    for i in range(kh):
-        for j in range(kw):
-            yield i, j, padded[:, i:i + sh * (h_out - 1) + 1:sh, j:j + sw * (w_out - 1) + 1:sw, :]
+def _output_size(size: int, pad: int, k: int, s: int) -> int:
+    return (size + 2 * pad - k) // s + 1
 
 
 class _Windows(torch.autograd.Function):
     """Channels-last images (n, H, W, c) -> every receptive field (n, h_out, w_out, kh, kw, c).
 
-    Forward copies each of the kh*kw strided views once into place (channels stay contiguous);
-    backward adds each view's gradient back in the same fixed order: the exact adjoint, with
-    4-16 plain strided adds instead of a generic ``unfold_backward`` or ``col2im``."""
+    Forward is one copy of an overlapping strided view of the (padded) images; a window's
+    (kw, c) row is contiguous there, so the copy moves runs of ``kw * c`` floats. Backward is
+    :func:`_scatter_windows`, the exact adjoint."""
 
     @staticmethod
     def forward(ctx, x, kh: int, kw: int, stride: tuple[int, int], padding: tuple[int, int]):
         n, h, w, c = x.shape
         ph, pw = padding
-        padded = x.new_zeros(n, h + 2 * ph, w + 2 * pw, c) if ph or pw else x
         if ph or pw:
+            padded = x.new_zeros(n, h + 2 * ph, w + 2 * pw, c)
             padded[:, ph:ph + h, pw:pw + w] = x
-        h_out = (h + 2 * ph - kh) // stride[0] + 1
-        w_out = (w + 2 * pw - kw) // stride[1] + 1
-        out = x.new_empty(n, h_out, w_out, kh, kw, c)
-        for i, j, view in _window_views(padded, kh, kw, stride, h_out, w_out):
-            out[:, :, :, i, j] = view
+        else:
+            padded = x.contiguous()
+        h_out, w_out = _output_size(h, ph, kh, stride[0]), _output_size(w, pw, kw, stride[1])
+        s_n, s_h, s_w, s_c = padded.stride()
+        windows = padded.as_strided((n, h_out, w_out, kh, kw, c),
+                                    (s_n, stride[0] * s_h, stride[1] * s_w, s_h, s_w, s_c))
         ctx.geometry = (x.shape, kh, kw, stride, padding)
-        return out
+        return windows.contiguous()
 
     @staticmethod
     def backward(ctx, grad):
@@ -157,13 +153,25 @@ class _Windows(torch.autograd.Function):
 
 def _scatter_windows(cols: torch.Tensor, shape, kh: int, kw: int, stride, padding) -> torch.Tensor:
     """The adjoint of :class:`_Windows`: add every (n, h_out, w_out, kh, kw, c) window back
-    into channels-last images of ``shape`` (n, H, W, c), cropping the padding."""
+    into channels-last images of ``shape`` (n, H, W, c), cropping the padding.
+
+    The kernel is cut into blocks of stride x stride offsets: within a block no two windows
+    touch the same pixel, so each block is one add of a non-overlapping view (4 adds for a 4x4
+    kernel at stride 2, one for patches whose kernel equals their stride). A pixel receives its
+    windows in increasing kernel offset (i, j), block after block, as if they were added one
+    offset at a time: the float sums do not depend on the blocking."""
     n, h, w, c = shape
     ph, pw = padding
-    padded = cols.new_zeros(n, h + 2 * ph, w + 2 * pw, c)
+    sh, sw = stride
     h_out, w_out = cols.shape[1], cols.shape[2]
-    for i, j, view in _window_views(padded, kh, kw, stride, h_out, w_out):
-        view += cols[:, :, :, i, j]
+    # a margin of one stride keeps a last, partial block's view inside the array
+    padded = cols.new_zeros(n, h + 2 * ph + sh, w + 2 * pw + sw, c)
+    for i0 in range(0, kh, sh):
+        bi = min(sh, kh - i0)
+        for j0 in range(0, kw, sw):
+            bj = min(sw, kw - j0)
+            target = padded[:, i0:i0 + sh * h_out, j0:j0 + sw * w_out].view(n, h_out, sh, w_out, sw, c)
+            target[:, :, :bi, :, :bj].add_(cols[:, :, :, i0:i0 + bi, j0:j0 + bj].permute(0, 1, 3, 2, 4, 5))
     return padded[:, ph:ph + h, pw:pw + w]
 
 
