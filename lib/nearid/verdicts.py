@@ -15,7 +15,13 @@ Intervals:
   (evaluation rows, guides, folds), seeded, for many units;
 * ``method="t"`` -- Student's t interval of the mean, for few units (seeds);
 * :func:`bootstrap_statistic` -- any statistic of jointly resampled rows (a Spearman
-  correlation), percentile interval.
+  correlation), percentile interval;
+* :func:`fieller_interval` -- a ratio of two paired means (an efficiency), without the
+  noise a near-zero denominator puts into per-unit ratios.
+
+Many claims tested at 95% each will decide a few by chance: :func:`fdr_verdicts` gives each
+claim's verdict after Benjamini-Hochberg control of the false discovery rate across all of
+them, read off the recorded intervals (:func:`direction_p`), for a headline beside the raw one.
 """
 
 from __future__ import annotations
@@ -74,7 +80,10 @@ def mean_interval(values, *, method: str = "bootstrap", confidence: float = CONF
         return float("nan"), float("nan"), float("nan")
     est = float(x.mean())
     if x.size == 1 or np.ptp(x) == 0:
-        return est, (est if x.size > 1 else float("-inf")), (est if x.size > 1 else float("inf"))
+        # one value, or values that never vary (two seeds agreeing to the last bit): no spread
+        # to build an interval from, and a difference equal on every unit is fixed by how it is
+        # computed rather than measured; either way it decides nothing
+        return est, float("-inf"), float("inf")
     alpha = 1 - confidence
     if method == "t":
         half = stats.t.ppf(1 - alpha / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
@@ -207,3 +216,93 @@ def minimum_detectable_effect(low: float, high: float, n: int | None, method: st
     crit = float(dist.ppf(1 - alpha / 2))
     se = (high - low) / (2 * crit)
     return float((crit + dist.ppf(power)) * se)
+
+
+def _standard_error(low: float, high: float, n: int | None, method: str | None,
+                    confidence: float = CONFIDENCE):
+    """(SE, sampling distribution) read off a recorded interval, as in
+    :func:`minimum_detectable_effect`; (None, None) where there is no finite interval."""
+    if (n is None or n < 2 or low is None or high is None
+            or not (np.isfinite(low) and np.isfinite(high)) or high <= low):
+        return None, None
+    dist = stats.t(df=n - 1) if method == "t" else stats.norm()
+    return (high - low) / (2 * float(dist.ppf(1 - (1 - confidence) / 2))), dist
+
+
+def direction_p(record: Mapping, confidence: float = CONFIDENCE) -> tuple[float, str]:
+    """(two-sided p-value, the verdict a small one supports) for one claim record, from its
+    interval and its test (superiority over ``margin``, non-inferiority at ``-margin``, or
+    equivalence within +-``margin`` by two one-sided tests): twice the one-sided level at
+    which the record's interval would just touch its bound, so p < 1 - ``confidence`` exactly
+    when the record's own verdict is decided. 1.0 ("inconclusive") where no interval was
+    estimated. The same approximation as :func:`minimum_detectable_effect` for bootstrap
+    intervals (read as normal)."""
+    se, dist = _standard_error(record.get("low"), record.get("high"), record.get("n"),
+                               record.get("method"), confidence)
+    if se is None:
+        return 1.0, "inconclusive"
+    # the interval's centre, so that a single claim (nothing to adjust for) gets its own verdict
+    # back whether or not a bootstrap interval is symmetric about the estimate
+    est, test = (float(record["low"]) + float(record["high"])) / 2, record.get("test") or "superiority"
+    margin = float(record.get("margin") or 0.0)
+    if test == "equivalence":
+        p_inside = max(dist.sf((est + margin) / se), dist.cdf((est - margin) / se))
+        p_outside = min(dist.cdf((est + margin) / se), dist.sf((est - margin) / se))
+        p_hold, p_fail = p_inside, p_outside
+    else:
+        bound = -margin if test == "non_inferiority" else margin
+        p_hold, p_fail = dist.sf((est - bound) / se), dist.cdf((est - bound) / se)
+    if p_hold <= p_fail:
+        return float(min(1.0, 2 * p_hold)), "holds"
+    return float(min(1.0, 2 * p_fail)), "fails"
+
+
+def fdr_verdicts(records: Mapping[str, Mapping], confidence: float = CONFIDENCE) -> dict[str, str]:
+    """Each claim's verdict after controlling the false discovery rate across all of them at
+    1 - ``confidence`` (Benjamini-Hochberg, scipy's ``false_discovery_control``, on two-sided
+    p-values with the direction of the estimate, which also bounds the rate of wrong
+    directions): many claims tested at 95% each will hold or fail by chance a few times,
+    and the headline should not count those."""
+    names = list(records)
+    if not names:
+        return {}
+    ps, words = zip(*(direction_p(records[n], confidence) for n in names))
+    adjusted = stats.false_discovery_control(np.asarray(ps, dtype=np.float64), method="bh")
+    alpha = 1 - confidence
+    return {n: (w if q <= alpha and w != "inconclusive" else "inconclusive")
+            for n, q, w in zip(names, adjusted, words)}
+
+
+def fieller_interval(numerator, denominator, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(ratio of means, low, high): Fieller's interval for mean(numerator) / mean(denominator)
+    over paired units (e.g. ICA's share of the permutation-to-rigid gap over retrained pairs:
+    (perm - ica) and (perm - rigid) per pair).
+
+    Unlike a t interval over per-unit ratios, which a denominator near zero in one unit blows
+    up, it inverts the t test of mean(num) - R * mean(den) = 0, so the uncertainty of the
+    denominator enters once. Unbounded (-inf, inf) when the denominator's mean is not
+    itself distinguishable from zero at this level (or the set of R is not an interval): then
+    no ratio is estimated and a claim about it is inconclusive."""
+    a = np.asarray(numerator, dtype=np.float64).ravel()
+    b = np.asarray(denominator, dtype=np.float64).ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"numerator and denominator must pair up, got {a.size} and {b.size} values")
+    keep = np.isfinite(a) & np.isfinite(b)
+    a, b = a[keep], b[keep]
+    n = a.size
+    if n == 0 or b.mean() == 0:
+        return float("nan"), float("-inf"), float("inf")
+    ratio = float(a.mean() / b.mean())
+    if n < 2:
+        return ratio, float("-inf"), float("inf")
+    cov = np.cov(a, b, ddof=1) / n  # (co)variances of the two means
+    t2 = stats.t.ppf(1 - (1 - confidence) / 2, n - 1) ** 2
+    ma, mb = a.mean(), b.mean()
+    qa = mb ** 2 - t2 * cov[1, 1]              # R^2 coefficient
+    qb = -2 * (ma * mb - t2 * cov[0, 1])       # R coefficient
+    qc = ma ** 2 - t2 * cov[0, 0]
+    disc = qb ** 2 - 4 * qa * qc
+    if qa <= 0 or disc < 0:
+        return ratio, float("-inf"), float("inf")
+    root = np.sqrt(disc)
+    return ratio, float((-qb - root) / (2 * qa)), float((-qb + root) / (2 * qa))

@@ -3,10 +3,11 @@ methods, a bootstrap of a statistic, determinism."""
 
 import numpy as np
 import pytest
+from scipy import stats
 from scipy.stats import spearmanr
 
-from nearid.verdicts import (Verdict, bootstrap_statistic, claim, decide, decide_test, mean_interval,
-                             paired_difference, under_test)
+from nearid.verdicts import (Verdict, bootstrap_statistic, claim, decide, decide_test, direction_p,
+                             fdr_verdicts, fieller_interval, mean_interval, paired_difference, under_test)
 
 
 def test_decide_three_ways():
@@ -110,3 +111,75 @@ def test_under_test_keeps_the_interval_and_records_the_bound():
         decide_test(0, 1, "equivalence", -0.1)
     with pytest.raises(ValueError, match="test"):
         decide_test(0, 1, "bigger", 0.1)
+
+
+@pytest.mark.parametrize("method", ["t", "bootstrap"])
+def test_values_that_never_vary_decide_nothing(method):
+    """Two (or twenty) equal differences give a zero-width interval, which used to read
+    "holds" at n = 2: no spread means no interval, so the claim stays inconclusive."""
+    for n in (2, 20):
+        v = paired_difference(np.full(n, 0.3), method=method)
+        assert v.verdict == "inconclusive" and v.estimate == pytest.approx(0.3)
+        assert v.low == float("-inf") and v.high == float("inf") and v.n == n
+
+
+def _record(low, high, n=5, method="t", test=None, margin=None):
+    rec = {"estimate": (low + high) / 2, "low": low, "high": high, "n": n, "method": method}
+    if test:
+        rec.update(test=test, margin=margin)
+    return rec
+
+
+@pytest.mark.parametrize("low, high, test, margin", [
+    (0.01, 0.3, None, None), (-0.3, -0.01, None, None), (-0.1, 0.2, None, None),
+    (-0.05, 0.01, "non_inferiority", 0.06), (-0.12, -0.07, "non_inferiority", 0.06),
+    (-0.02, 0.03, "equivalence", 0.06), (0.07, 0.2, "equivalence", 0.06), (0.0, 0.1, "equivalence", 0.06),
+    (0.2, 0.5, "superiority", 0.1)])
+def test_one_claim_alone_keeps_its_own_verdict(low, high, test, margin):
+    """With nothing to adjust for, the p-value read off an interval decides as the interval does."""
+    rec = _record(low, high, test=test, margin=margin)
+    word = decide_test(low, high, test or "superiority", margin or 0.0)
+    p, direction = direction_p(rec)
+    assert (p < 0.05) == (word != "inconclusive")
+    assert fdr_verdicts({"c": rec}) == {"c": word}
+    assert fdr_verdicts({"c": _record(low, high, method="bootstrap", test=test, margin=margin)}) == {"c": word}
+
+
+def test_fdr_keeps_strong_claims_and_drops_marginal_ones_among_many_nulls():
+    """Two clear effects, two that just clear their 95% interval, and 30 null claims: the
+    marginal pair holds claim by claim but not after controlling the false discovery rate."""
+    t = stats.t.ppf(0.975, 4)
+    records = {"strong_a": _record(2.0, 3.0), "strong_b": _record(-3.0, -2.0),
+               "marginal_a": _record(0.001, 2 * t * 0.3 + 0.001), "marginal_b": _record(0.002, 1.0)}
+    records.update({f"null_{i}": _record(-0.5 + 0.01 * i, 0.5 + 0.01 * i) for i in range(30)})
+    raw = {k: decide(r["low"], r["high"]) for k, r in records.items()}
+    assert raw["marginal_a"] == raw["marginal_b"] == "holds"
+    adjusted = fdr_verdicts(records)
+    assert adjusted["strong_a"] == "holds" and adjusted["strong_b"] == "fails"
+    assert adjusted["marginal_a"] == adjusted["marginal_b"] == "inconclusive"
+    assert all(adjusted[f"null_{i}"] == "inconclusive" for i in range(30))
+    assert direction_p({"estimate": 1.0, "low": float("-inf"), "high": float("inf"), "n": 1}) == (1.0, "inconclusive")
+    assert fdr_verdicts({}) == {}
+
+
+def test_fieller_interval_covers_a_ratio_and_refuses_a_vanishing_denominator():
+    """Coverage near 95% over simulated retrainings; the interval is the set of ratios the t
+    test does not reject; a denominator indistinguishable from zero gives no interval."""
+    rng = np.random.default_rng(0)
+    hits = 0
+    for _ in range(400):
+        den = 0.04 + 0.01 * rng.standard_normal(5)
+        num = 0.5 * den + 0.005 * rng.standard_normal(5)
+        r, lo, hi = fieller_interval(num, den)
+        assert lo <= r <= hi
+        hits += lo <= 0.5 <= hi
+    assert 0.91 <= hits / 400 <= 0.99
+    num, den = np.array([0.02, 0.025, 0.018, 0.03]), np.array([0.04, 0.05, 0.045, 0.052])
+    r, lo, hi = fieller_interval(num, den)
+    for R, inside in ((lo + 1e-6, True), (hi - 1e-6, True), (lo - 1e-3, False), (hi + 1e-3, False)):
+        d = num - R * den
+        t = d.mean() / (d.std(ddof=1) / 2)
+        assert (abs(t) <= stats.t.ppf(0.975, 3)) == inside
+    assert fieller_interval([0.01, 0.02, 0.01], [0.03, -0.02, 0.01])[1:] == (float("-inf"), float("inf"))
+    with pytest.raises(ValueError, match="pair"):
+        fieller_interval([1.0, 2.0], [1.0])
