@@ -105,10 +105,6 @@ def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 
         from tqdm.auto import tqdm
         epoch_iter = tqdm(epoch_iter, desc=type(model).__name__, leave=False)
     n = len(X)
-    # The products' path is decided by shapes; the first batch is the largest, so a model whose
-    # first forward pass routes no product to OpenBLAS routes none later, and then leaves the
-    # mode, whose Python hook on every torch call doubled chapter 02's forward pass (issue 34).
-    route = device
     for _ in epoch_iter:
         if max_steps is not None and result.steps >= max_steps:
             break
@@ -120,10 +116,8 @@ def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 
             idx = order[i:i + batch_size]
             xb = X[idx].to(device)
             batch = xb if Y is None else (xb, Y[idx].to(device))
-            with gemm.portable_products(route) as mode:  # the forward pass's products in OpenBLAS (and backward)
+            with gemm.portable_products(device):  # the forward pass's products in OpenBLAS (and so its backward)
                 loss, _ = model.loss(batch)
-            if mode is not None and not mode.counts_:
-                route = None
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if grad_clip:

@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 import torch
 
-from nearid import gemm
 from nearid.models import MLPAutoencoder, mlp
 from nearid.train import fit, predict
 
@@ -113,38 +112,3 @@ def test_fit_group_checks_its_models():
     with pytest.raises(TypeError, match="objective"):
         fit_group([make_conv_model("beta_vae", 4, 8, 4, 8)], torch.rand(8, 3, 8, 8), seeds=[0], epochs=1)
 
-
-@pytest.mark.skipif(not gemm.active(), reason="products stay in torch here (native kernels or no AVX2)")
-def test_fit_leaves_the_products_mode_when_the_first_batch_routes_nothing(monkeypatch):
-    """The mode's hook costs Python time on every torch call; a model with no product big enough
-    for OpenBLAS (chapter 02's) trains without it after one step, a bigger one keeps it, and
-    the small model's numbers are those of training with the mode throughout."""
-    routes = []
-    entered = gemm.portable_products
-
-    def spy(device):
-        routes.append(device)
-        return entered(device)
-
-    X = np.random.default_rng(0).normal(size=(96, 8)).astype(np.float32)
-    torch.manual_seed(0)
-    small = MLPAutoencoder(8, 3, hidden=(16,))
-    monkeypatch.setattr(gemm, "portable_products", spy)
-    r_small = fit(small, X, epochs=2, batch_size=32, seed=0)
-    assert routes[0] == torch.device("cpu") and routes[1:] == [None] * 5
-
-    routes.clear()
-    big_X = np.random.default_rng(1).normal(size=(64, 784)).astype(np.float32)
-    fit(MLPAutoencoder(784, 8, hidden=(128,)), big_X, epochs=2, batch_size=32, seed=0)
-    assert routes == [torch.device("cpu")] * 4
-
-    class AlwaysRouting(gemm.OpenBLASProducts):  # counts_ never empty: the mode stays on
-        def __init__(self):
-            super().__init__()
-            self.counts_ = {"never routes": 0}
-
-    monkeypatch.setattr(gemm, "portable_products", entered)
-    monkeypatch.setattr(gemm, "OpenBLASProducts", AlwaysRouting)
-    torch.manual_seed(0)
-    r_mode = fit(MLPAutoencoder(8, 3, hidden=(16,)), X, epochs=2, batch_size=32, seed=0)
-    assert r_mode.losses == r_small.losses
