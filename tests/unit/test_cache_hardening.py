@@ -1,0 +1,231 @@
+"""Caches that can neither stop a run nor lose its work (issue 36, items 2-4 and 9): an entry
+that is a named pipe, a folder, a link or a 100 GB sparse file is named and recomputed, never
+read; a cache folder that cannot be written costs no result; the variables that name caches
+and keys are checked before any work, in one line naming the variable."""
+
+import errno
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nearid import cachefiles
+from nearid import tasks as tasks_mod
+from nearid.tasks import Task, TaskCache, run_tasks, task_key
+
+CALLS: list[int] = []
+
+
+def cube(x: int) -> dict:
+    """A pure task."""
+    CALLS.append(x)
+    return {"x": x, "y": np.full(2, x ** 3)}
+
+
+def _tasks(n: int = 2) -> list[Task]:
+    return [Task(cube, {"x": i}, kind="cube") for i in range(n)]
+
+
+@pytest.fixture
+def no_hang():
+    """A read that blocks (a named pipe) fails the test in 20 s instead of hanging the suite."""
+    def stop(signum, frame):
+        raise TimeoutError("the cache read blocked")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def _rerun(tmp_path) -> tuple[list, list[str]]:
+    CALLS.clear()
+    lines: list[str] = []
+    out = run_tasks(_tasks(), cache_dir=tmp_path, log=lines.append)
+    return out, lines
+
+
+# ------------------------------------------------------------------ entries bounded before reading
+@pytest.mark.parametrize("plant,words", [
+    (lambda p: os.mkfifo(p), "is a named pipe, not a regular file"),
+    (lambda p: p.mkdir(), "is a folder, not a regular file"),
+    (lambda p: p.symlink_to("/dev/zero"), "is a symbolic link, not a regular file"),
+])
+def test_a_pipe_folder_or_link_at_an_entry_path_is_named_and_recomputed(tmp_path, no_hang, plant, words):
+    run_tasks(_tasks(), cache_dir=tmp_path, log=None)
+    path = TaskCache(tmp_path).path(task_key(_tasks()[1]))
+    path.unlink()
+    plant(path)
+    start = time.monotonic()
+    assert TaskCache(tmp_path).read_entry(task_key(_tasks()[1]))[::2] == ("damaged", words)
+    out, lines = _rerun(tmp_path)
+    assert time.monotonic() - start < 15
+    assert CALLS == [1] and out[1]["x"] == 1
+    assert "1 damaged cache entry recomputed" in lines[-1] and f"{path} {words}" in lines[-1]
+
+
+def test_a_fifo_entry_is_replaced_by_the_recomputed_result(tmp_path, no_hang):
+    run_tasks(_tasks(), cache_dir=tmp_path, log=None)
+    path = TaskCache(tmp_path).path(task_key(_tasks()[0]))
+    path.unlink()
+    os.mkfifo(path)
+    _rerun(tmp_path)
+    assert path.is_file() and TaskCache(tmp_path).read(task_key(_tasks()[0]))[0] == "ok"
+    assert not list(tmp_path.rglob(".*.tmp")), "no temporary file left behind"
+
+
+def test_a_100_gb_sparse_entry_is_refused_from_its_size_without_reading(tmp_path, monkeypatch):
+    """The attack of issue 36: a sparse entry with a well-formed header. Its size (fstat) is
+    over the bound, so not a byte of its payload is read; the run takes no time and no memory."""
+    monkeypatch.setattr(cachefiles, "memory_limit", lambda: 1 << 30)
+    run_tasks(_tasks(), cache_dir=tmp_path, log=None)
+    key = task_key(_tasks()[1])
+    path = TaskCache(tmp_path).path(key)
+    size = 100 * 10**9
+    header = b"nearid-task 2 " + key.encode() + b" " + b"0" * 64 + b" "
+    header += str(size - len(header) - len(str(size)) - 1).encode() + b"\n"
+    with open(path, "wb") as fh:
+        fh.write(header)
+        fh.truncate(size)
+    read, real = [], cachefiles.read_exact
+    monkeypatch.setattr(cachefiles, "read_exact", lambda fd, n, at=0: read.append(n) if n > 10**9 else real(fd, n, at))
+    start = time.monotonic()
+    out, lines = _rerun(tmp_path)
+    assert time.monotonic() - start < 10 and not read, "nothing read"
+    assert CALLS == [1] and out[1]["x"] == 1
+    assert f"{path} holds 100.0 GB, more than the 1.1 GB an entry may hold on this machine" in lines[-1]
+
+
+def test_an_entry_longer_or_shorter_than_its_header_is_named(tmp_path):
+    run_tasks(_tasks(), cache_dir=tmp_path, log=None)
+    path = TaskCache(tmp_path).path(task_key(_tasks()[1]))
+    with open(path, "ab") as fh:
+        fh.write(b"x" * 10)
+    status, _, why = TaskCache(tmp_path).read_entry(task_key(_tasks()[1]))
+    assert status == "damaged" and "its header says" in why
+    out, lines = _rerun(tmp_path)
+    assert CALLS == [1] and str(path) in lines[-1]
+
+
+def test_the_bound_is_half_the_memory():
+    assert cachefiles.memory_limit() == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+
+
+# ------------------------------------------------------------------ a cache that cannot be written
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EROFS, errno.EACCES])
+def test_a_cache_that_refuses_writes_costs_no_result_and_is_said_once(tmp_path, monkeypatch, err):
+    tries = []
+
+    def refuse(self, key, result):
+        tries.append(key)
+        raise OSError(err, os.strerror(err))
+
+    monkeypatch.setattr(TaskCache, "put", refuse)
+    CALLS.clear()
+    lines: list[str] = []
+    out = run_tasks([Task(cube, {"x": i}) for i in range(4)], cache_dir=tmp_path, log=lines.append)
+    assert [r["x"] for r in out] == [0, 1, 2, 3] and CALLS == [0, 1, 2, 3]
+    assert len(tries) == 1, "the first refusal stops further writes"
+    assert (f"4 results not cached: the task cache {tmp_path} cannot be written ({os.strerror(err)}); "
+            f"every result was used") in lines[-1]
+    assert sum("not cached" in line for line in lines) == 1, "said once"
+
+
+@pytest.mark.parametrize("make,words", [
+    (lambda p: p.write_text("not a folder"), "is a file, not a folder"),
+    (lambda p: p.symlink_to(p.parent / "gone"), "is a symbolic link to"),
+])
+def test_a_cache_path_that_is_no_folder_costs_no_result(tmp_path, make, words):
+    cache = tmp_path / "cache"
+    make(cache)
+    CALLS.clear()
+    lines: list[str] = []
+    out = run_tasks(_tasks(), cache_dir=cache, log=lines.append)
+    assert [r["x"] for r in out] == [0, 1] and CALLS == [0, 1]
+    assert f"2 results not cached: the task cache {cache} {words}" in lines[-1]
+    assert not (tmp_path / "gone").exists(), "nothing made through the link"
+
+
+def test_a_full_disk_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """ENOSPC in the middle of writing an entry: the partial temporary file is removed."""
+    real_fdopen = os.fdopen
+
+    class Full:
+        def __init__(self, fd):
+            self.fh = real_fdopen(fd, "wb")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def write(self, data):
+            self.fh.write(data[:10])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(tasks_mod.os, "fdopen", lambda fd, mode="r": Full(fd))
+    CALLS.clear()
+    lines: list[str] = []
+    out = run_tasks(_tasks(), cache_dir=tmp_path, log=lines.append)
+    monkeypatch.undo()
+    assert [r["x"] for r in out] == [0, 1]
+    assert "No space left on device" in lines[-1]
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+# ------------------------------------------------------------------ checked before any work
+@pytest.mark.parametrize("env,words", [
+    ({"NEARID_TASK_CACHE": "/etc/passwd"}, "$NEARID_TASK_CACHE is '/etc/passwd', which is a file, not a folder; "
+                                           "allowed: a folder this user can write"),
+    ({"NEARID_CACHE_KEY_FILE": "{tmp}/missing.key"}, "which does not exist; allowed: a readable file"),
+    ({"NEARID_CACHE_KEY_FILE": "{tmp}"}, "which is a folder, not a file; allowed: a readable file"),
+    ({"NEARID_CACHE_KEY_FILE": "/dev/zero"}, "which is a character device, not a file"),
+    ({"NEARID_TASK_CACHE": "{tmp}/link"}, "which is a symbolic link to"),
+    ({"NEARID_TASK_CACHE": "/etc/passwd/sub"}, "which cannot be made: /etc/passwd is a file, not a folder"),
+])
+def test_cache_variables_are_refused_in_one_line(tmp_path, env, words):
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    env = {k: v.format(tmp=tmp_path) for k, v in env.items()}
+    problem = tasks_mod.cache_environment_problem(env)
+    assert problem is not None and words in problem and "\n" not in problem
+    assert list(tmp_path.iterdir()) == [tmp_path / "link"], "nothing created"
+
+
+def test_good_cache_variables_pass(tmp_path):
+    key = tmp_path / "team.key"
+    key.write_text("secret\n")
+    assert tasks_mod.cache_environment_problem({}) is None
+    assert tasks_mod.cache_environment_problem({"NEARID_TASK_CACHE": str(tmp_path / "new" / "cache"),
+                                                "NEARID_CACHE_KEY_FILE": str(key)}) is None
+    assert tasks_mod.cache_environment_problem({"NEARID_TASK_CACHE": ""}) is None
+    # the secret itself replaces the file
+    assert tasks_mod.cache_environment_problem({"NEARID_CACHE_KEY_FILE": "/nope", "NEARID_CACHE_KEY": "s"}) is None
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_key_file_that_is_a_pipe_or_device_is_refused_without_reading(tmp_path, monkeypatch, no_hang):
+    monkeypatch.delenv("NEARID_CACHE_KEY", raising=False)
+    pipe = tmp_path / "key.fifo"
+    os.mkfifo(pipe)
+    for path, words in ((pipe, "is a named pipe"), ("/dev/zero", "is a character device"), (tmp_path, "is a folder")):
+        monkeypatch.setenv("NEARID_CACHE_KEY_FILE", str(path))
+        with pytest.raises(RuntimeError, match=f"key file {path} {words}, not a regular file"):
+            tasks_mod.cache_secret()
+    big = tmp_path / "big.key"
+    big.write_bytes(b"k" * 5000)
+    monkeypatch.setenv("NEARID_CACHE_KEY_FILE", str(big))
+    with pytest.raises(RuntimeError, match="holds 5.0 kB"):
+        tasks_mod.cache_secret()
+
+
+def test_folder_problem_creates_nothing(tmp_path):
+    target = tmp_path / "a" / "b" / "c"
+    assert cachefiles.folder_problem(target) is None and not (tmp_path / "a").exists()
+    assert cachefiles.folder_problem(tmp_path) is None
+    Path(tmp_path / "f").write_text("x")
+    assert cachefiles.folder_problem(tmp_path / "f" / "x") == f"cannot be made: {tmp_path / 'f'} is a file, not a folder"
