@@ -229,3 +229,141 @@ def test_folder_problem_creates_nothing(tmp_path):
     assert cachefiles.folder_problem(tmp_path) is None
     Path(tmp_path / "f").write_text("x")
     assert cachefiles.folder_problem(tmp_path / "f" / "x") == f"cannot be made: {tmp_path / 'f'} is a file, not a folder"
+
+
+# ------------------------------------------------------------------ the generated-data cache
+def _fill_with(value, calls):
+    def fill(writer):
+        calls.append(1)
+        writer.write(0, np.full(writer.shape, value, dtype=writer.dtype))
+    return fill
+
+
+def _made(root, calls, value=109.0, **kw):
+    from nearid.data import cache as dc
+
+    return dc.cached_array("toy", {"v": 1}, (50, 4), np.float32, _fill_with(value, calls), version={"code": "x"},
+                           root=root, **kw)
+
+
+def _only_npy(root) -> Path:
+    (path,) = (root / "toy").glob("*.npy")
+    return path
+
+
+def test_a_cached_array_overwritten_with_other_values_is_detected_and_made_again(tmp_path):
+    """The attack of issue 36: the .npy overwritten with 7s, same shape and header."""
+    from nearid.data import cache as dc
+
+    calls = []
+    assert float(_made(tmp_path, calls).mean()) == 109.0
+    path = _only_npy(tmp_path)
+    np.save(path, np.full((50, 4), 7, np.float32))
+    with pytest.warns(dc.DataCacheWarning, match=f"data cache: {path} does not match its signature.*made again"):
+        again = _made(tmp_path, calls)
+    assert calls == [1, 1] and float(again.mean()) == 109.0, "the 7s never came back"
+    assert float(_made(tmp_path, calls).mean()) == 109.0 and calls == [1, 1], "the remade file is reused"
+
+
+def test_a_cached_array_without_signature_is_made_again(tmp_path):
+    """A file of an older nearid (no .mac beside it) is made again, never misread."""
+    from nearid.data import cache as dc
+
+    calls = []
+    _made(tmp_path, calls)
+    path = _only_npy(tmp_path)
+    path.with_suffix(".mac").unlink()
+    with pytest.warns(dc.DataCacheWarning, match="has no signature"):
+        _made(tmp_path, calls)
+    assert calls == [1, 1] and path.with_suffix(".mac").is_file()
+
+
+def test_a_signature_under_another_key_is_refused(tmp_path, monkeypatch):
+    from nearid.data import cache as dc
+
+    calls = []
+    _made(tmp_path, calls)
+    monkeypatch.setenv("NEARID_CACHE_KEY", "someone else")
+    with pytest.warns(dc.DataCacheWarning, match="does not match its signature"):
+        _made(tmp_path, calls)
+    assert calls == [1, 1]
+
+
+@pytest.mark.parametrize("plant,words", [
+    (lambda p: os.mkfifo(p), "is a named pipe, not a regular file"),
+    (lambda p: p.mkdir(), "is a folder, not a regular file"),
+    (lambda p: p.symlink_to("/dev/zero"), "is a symbolic link, not a regular file"),
+])
+def test_a_pipe_folder_or_link_in_place_of_a_cached_array_is_named(tmp_path, no_hang, plant, words):
+    from nearid.data import cache as dc
+
+    calls = []
+    _made(tmp_path, calls)
+    path = _only_npy(tmp_path)
+    path.unlink()
+    plant(path)
+    with pytest.warns(dc.DataCacheWarning, match=f"{path} {words}"):  # a folder cannot be replaced: made in memory
+        out = _made(tmp_path, calls, compute=lambda: np.full((50, 4), 109.0, np.float32))
+    assert calls == [1, 1] and float(out.mean()) == 109.0
+
+
+def test_a_huge_sparse_cached_array_is_refused_from_its_size(tmp_path, no_hang):
+    from nearid.data import cache as dc
+
+    calls = []
+    _made(tmp_path, calls)
+    path = _only_npy(tmp_path)
+    with open(path, "r+b") as fh:
+        fh.truncate(100 * 10**9)
+    with pytest.warns(dc.DataCacheWarning, match="holds 100.0 GB, more than the"):
+        out = _made(tmp_path, calls)
+    assert calls == [1, 1] and out.shape == (50, 4) and path.stat().st_size < 10**6
+
+
+def test_a_data_cache_that_cannot_be_written_falls_back_to_memory_once(tmp_path):
+    from nearid.data import cache as dc
+
+    root = tmp_path / "cache"
+    root.write_text("a file where the folder should be")
+    calls, computed = [], []
+
+    def compute():
+        computed.append(1)
+        return np.full((50, 4), 109.0, np.float32)
+
+    with pytest.warns(dc.DataCacheWarning, match=f"cannot write {root / 'toy'}") as seen:
+        out = _made(root, calls, compute=compute)
+        again = _made(root, calls, compute=compute)
+    assert float(out.mean()) == float(again.mean()) == 109.0 and computed == [1, 1]
+    assert len([w for w in seen if "cannot write" in str(w.message)]) == 1, "one warning per folder and process"
+    with pytest.raises(OSError):  # without a way to make it in memory the failure is the caller's
+        _made(root, calls)
+
+
+def test_a_link_planted_at_the_lock_is_not_followed(tmp_path):
+    from nearid.data import cache as dc
+
+    calls = []
+    _made(tmp_path, calls)
+    path = _only_npy(tmp_path)
+    path.unlink()
+    victim = tmp_path / "victim"
+    lock = path.with_name(path.name + ".lock")
+    lock.unlink()
+    lock.symlink_to(victim)
+    with pytest.warns(dc.DataCacheWarning, match="cannot write"):
+        out = _made(tmp_path, calls, compute=lambda: np.full((50, 4), 109.0, np.float32))
+    assert float(out.mean()) == 109.0 and not victim.exists()
+
+
+def test_generators_fall_back_to_memory(tmp_path):
+    """chapter 05's images made in memory, the same pixels, when the cache folder is a file."""
+    from nearid.data import cache as dc
+    from nearid.data import procedural as pr
+
+    root = tmp_path / "file"
+    root.write_text("x")
+    with pytest.warns(dc.DataCacheWarning, match="cannot write"):
+        images, _, _ = pr.make_dataset("shapes3d", 8, 16, cache=True, cache_dir=root)
+    reference, _, _ = pr.make_dataset("shapes3d", 8, 16, cache=False)
+    np.testing.assert_array_equal(images, reference)
