@@ -302,8 +302,9 @@ def test_a_pipe_folder_or_link_in_place_of_a_cached_array_is_named(tmp_path, no_
     path = _only_npy(tmp_path)
     path.unlink()
     plant(path)
-    with pytest.warns(dc.DataCacheWarning, match=f"{path} {words}"):  # a folder cannot be replaced: made in memory
+    with pytest.warns(dc.DataCacheWarning) as seen:  # a folder cannot be replaced: made in memory
         out = _made(tmp_path, calls, compute=lambda: np.full((50, 4), 109.0, np.float32))
+    assert any(f"{path} {words}; made again" in str(w.message) for w in seen), [str(w.message) for w in seen]
     assert calls == [1, 1] and float(out.mean()) == 109.0
 
 
@@ -367,3 +368,63 @@ def test_generators_fall_back_to_memory(tmp_path):
         images, _, _ = pr.make_dataset("shapes3d", 8, 16, cache=True, cache_dir=root)
     reference, _, _ = pr.make_dataset("shapes3d", 8, 16, cache=False)
     np.testing.assert_array_equal(images, reference)
+
+
+# ------------------------------------------------------------------ before any work, in one line
+@pytest.mark.parametrize("env,words", [
+    ({"NEARID_DATA_CACHE_MIN_MB": "abc"}, "$NEARID_DATA_CACHE_MIN_MB is 'abc'; allowed: a number of megabytes >= 0"),
+    ({"NEARID_DATA_CACHE_MIN_MB": "-1"}, "$NEARID_DATA_CACHE_MIN_MB is '-1'"),
+    ({"NEARID_DATA_CACHE_MIN_MB": "nan"}, "$NEARID_DATA_CACHE_MIN_MB is 'nan'"),
+    ({"NEARID_DATA_CACHE": "/etc/passwd"}, "$NEARID_DATA_CACHE is '/etc/passwd', which is a file, not a folder"),
+    ({"NEARID_DATA_WORKERS": "0"}, "$NEARID_DATA_WORKERS is '0'; allowed: a whole number >= 1"),
+])
+def test_data_cache_variables_are_refused_in_one_line(env, words):
+    from nearid.data import cache as dc
+
+    assert words in (dc.environment_problem(env) or "")
+
+
+def test_data_variable_names_itself(tmp_path, monkeypatch):
+    from nearid import data
+    from nearid.data import mnist
+
+    monkeypatch.setenv("NEARID_DATA", "/etc/passwd")
+    with pytest.raises(ValueError, match=r"\$NEARID_DATA is '/etc/passwd', which is a file, not a folder; allowed: "):
+        data.data_root()
+    monkeypatch.setenv("NEARID_DATA", str(tmp_path / "empty"))
+    with pytest.raises(mnist.DataError, match=r"missing \(the data folder is \$NEARID_DATA="):
+        mnist.verify_mnist()
+    assert data.environment_problem({"NEARID_DATA": str(tmp_path)}) is None
+
+
+@pytest.fixture
+def scratch_root(tmp_path, root, monkeypatch):
+    (tmp_path / "lib" / "nearid").mkdir(parents=True)
+    (tmp_path / "notebooks").symlink_to(root / "notebooks")
+    monkeypatch.setenv("NEARID_ROOT", str(tmp_path))
+    for var in ("NEARID_EXECUTOR", "NEARID_SCHEDULER", "NEARID_WORKERS", "NEARID_FORCE", "NEARID_TASK_CACHE",
+                "NEARID_DATA_CACHE", "NEARID_DATA_CACHE_MIN_MB", "NEARID_DATA", "NEARID_CACHE_KEY_FILE"):
+        monkeypatch.delenv(var, raising=False)
+    return tmp_path
+
+
+@pytest.mark.parametrize("var,value,words", [
+    ("NEARID_CACHE_KEY_FILE", "{root}/missing.key", "$NEARID_CACHE_KEY_FILE is '{root}/missing.key', which does "
+                                                    "not exist; allowed: a readable file"),
+    ("NEARID_CACHE_KEY_FILE", "{root}/lib", "which is a folder, not a file; allowed:"),
+    ("NEARID_TASK_CACHE", "/etc/passwd", "$NEARID_TASK_CACHE is '/etc/passwd', which is a file, not a folder; "
+                                         "allowed: a folder this user can write"),
+    ("NEARID_DATA_CACHE_MIN_MB", "abc", "$NEARID_DATA_CACHE_MIN_MB is 'abc'; allowed: a number of megabytes >= 0"),
+    ("NEARID_DATA", "/etc/passwd", "$NEARID_DATA is '/etc/passwd', which is a file, not a folder; allowed:"),
+])
+def test_nearid_run_refuses_bad_cache_variables_before_any_work(scratch_root, monkeypatch, capsys, var, value, words):
+    from nearid.cli import main as cli
+
+    monkeypatch.delenv("NEARID_CACHE_KEY", raising=False)
+    monkeypatch.setenv(var, value.format(root=scratch_root))
+    start = time.monotonic()
+    assert cli.main(["run", "01", "--profile", "smoke"]) == 2
+    err = capsys.readouterr().err
+    assert time.monotonic() - start < 30
+    assert err.count("\n") == 1 and words.format(root=scratch_root) in err, err
+    assert sorted(p.name for p in scratch_root.iterdir()) == ["lib", "notebooks"], "nothing may be written"

@@ -34,7 +34,7 @@ import sys
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,22 +64,52 @@ def cache_root() -> Path:
     return data_root() / "cache"
 
 
+def min_bytes(environ: Mapping[str, str] | None = None) -> float:
+    """The size from which a data set goes to disk: ``$NEARID_DATA_CACHE_MIN_MB`` megabytes if
+    set, else :data:`CACHE_MIN_BYTES`; ValueError naming the variable when it is no number."""
+    env = os.environ if environ is None else environ
+    given = env.get(MIN_MB_ENV, "").strip()
+    if not given:
+        return CACHE_MIN_BYTES
+    try:
+        value = float(given)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # NaN too
+        raise ValueError(f"${MIN_MB_ENV} is {given!r}; allowed: a number of megabytes >= 0 (0: every generated "
+                         f"data set to disk; unset: {CACHE_MIN_BYTES // 2**20})")
+    return value * 2**20
+
+
 def use_disk(cache: bool | None, nbytes: int) -> bool:
     """Whether an array of ``nbytes`` goes to disk: ``cache`` if given, else whether it is
     at least :data:`CACHE_MIN_BYTES` (or ``$NEARID_DATA_CACHE_MIN_MB``)."""
     if cache is None:
-        given = os.environ.get(MIN_MB_ENV, "").strip()
-        if given:
-            try:
-                limit = float(given) * 2**20
-            except ValueError:
-                raise ValueError(f"${MIN_MB_ENV} must be a number of megabytes, got {given!r}") from None
-        else:
-            limit = CACHE_MIN_BYTES
-        return nbytes >= limit
+        return nbytes >= min_bytes()
     if not isinstance(cache, (bool, np.bool_)):
         raise ValueError(f"cache must be True, False or None (decide by size), got {cache!r}")
     return bool(cache)
+
+
+def environment_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """One line naming the first of ``$NEARID_DATA_CACHE``, ``$NEARID_DATA_CACHE_MIN_MB`` and
+    ``$NEARID_DATA_WORKERS`` that holds what it does not accept, and what it accepts; None
+    when all are fine. Creates nothing: for a check before any work."""
+    env = os.environ if environ is None else environ
+    folder = env.get(CACHE_ENV, "")
+    if folder:
+        why = cachefiles.folder_problem(folder)
+        if why is not None:
+            return (f"${CACHE_ENV} is {folder!r}, which {why}; allowed: a folder this user can write (made if "
+                    f"missing), or unset (cache/ under the data folder)")
+    try:
+        min_bytes(env)
+    except ValueError as exc:
+        return str(exc)
+    workers = env.get(WORKERS_ENV, "").strip()
+    if workers and not (workers.isdigit() and int(workers) >= 1):
+        return f"${WORKERS_ENV} is {workers!r}; allowed: a whole number >= 1 (or unset: two for large data sets)"
+    return None
 
 
 def default_workers(n_rows: int, min_rows: int) -> int:
