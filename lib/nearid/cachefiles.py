@@ -137,6 +137,16 @@ def folder_problem(folder: str | os.PathLike) -> str | None:
     return None
 
 
+def make_subfolder(folder: Path) -> None:
+    """Make ``folder`` (a cache's own sub-folder) if missing; OSError when a link or anything
+    but a folder is in its place, so no write is redirected through a planted link. (The
+    cache's root may be a link on purpose: only the folders a cache makes are checked.)"""
+    folder.mkdir(parents=True, exist_ok=True)
+    mode = os.lstat(folder).st_mode
+    if not stat.S_ISDIR(mode):
+        raise OSError(errno.ENOTDIR, f"{folder} is {kind(mode)}, not a folder")
+
+
 def oserror_text(exc: OSError) -> str:
     """An OSError in a few words (its strerror, else its text)."""
     return exc.strerror or str(exc) or type(exc).__name__

@@ -379,7 +379,7 @@ class TaskCache:
         be written (nothing is left behind then either)."""
         path = self.path(key)
         payload = safeformat.dumps(result)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        cachefiles.make_subfolder(path.parent)  # a link planted as the shard folder is refused
         header = b" ".join([self.MAGIC, self.FORMAT, key.encode(), self._mac(key, payload), str(len(payload)).encode()])
         tmp = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:

@@ -428,3 +428,16 @@ def test_nearid_run_refuses_bad_cache_variables_before_any_work(scratch_root, mo
     assert time.monotonic() - start < 30
     assert err.count("\n") == 1 and words.format(root=scratch_root) in err, err
     assert sorted(p.name for p in scratch_root.iterdir()) == ["lib", "notebooks"], "nothing may be written"
+
+
+def test_a_link_planted_as_a_cache_subfolder_redirects_no_write(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    key = task_key(_tasks(1)[0])
+    (cache / key[:2]).symlink_to(elsewhere)
+    lines: list[str] = []
+    out = run_tasks(_tasks(1), cache_dir=cache, log=lines.append)
+    assert out[0]["x"] == 0 and list(elsewhere.iterdir()) == []
+    assert "1 result not cached: the task cache" in lines[-1] and "is a symbolic link, not a folder" in lines[-1]

@@ -416,7 +416,7 @@ def _make(path: Path, key: str, shape: tuple[int, ...], dtype, fill: Callable[[R
           description: dict[str, Any]) -> np.memmap:
     """Make the file under the lock (unless another process made it meanwhile), sign it and
     return it opened; ``why`` is why the file found before was not used."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    cachefiles.make_subfolder(path.parent)  # a link planted as the kind's folder is refused
     with _locked(path):
         found, why_now = _open(path, key, shape, dtype)  # made by another process while we waited
         if found is not None:
