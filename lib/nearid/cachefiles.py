@@ -62,13 +62,16 @@ def kind(mode: int) -> str:
 def open_entry(path: str | os.PathLike, max_bytes: int, *, follow: bool = False) -> tuple[int, os.stat_result]:
     """A read-only descriptor of the regular file ``path`` and its ``fstat``.
 
-    FileNotFoundError when nothing is there; :class:`BadEntry` when something is there that
+    FileNotFoundError when nothing is there (nor can be: a file where one of the path's
+    folders should be); :class:`BadEntry` when something is there that
     must not be read: a link (unless ``follow``), a named pipe, a device, a folder, a file
     larger than ``max_bytes``, or one that cannot be opened. Nothing is read here."""
     try:
         st = os.stat(path) if follow else os.lstat(path)
     except FileNotFoundError:
         raise
+    except NotADirectoryError:  # a file where a folder of the path should be: no entry there
+        raise FileNotFoundError(errno.ENOENT, "no such entry", str(path)) from None
     except OSError as exc:
         raise BadEntry(f"cannot be read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(st.st_mode):  # before open(): opening a device may itself do something

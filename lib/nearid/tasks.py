@@ -711,6 +711,9 @@ class _CacheWrites:
     def ready(self) -> bool:
         return self.cache is not None and not self.why
 
+    def skip(self) -> None:
+        self.skipped += self.cache is not None
+
     def failed(self, exc: OSError) -> None:
         self.why = f"the task cache {self.cache.folder} cannot be written ({cachefiles.oserror_text(exc)})"
         self.skipped += 1
@@ -751,8 +754,8 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
     The cache never costs a result: an entry that cannot be used is recomputed and the first
     one is named in the summary; a cache folder that cannot be written (read-only, full, a
     file or a dangling link in its place) is said once in the summary ("N results not cached:
-    cannot write the task cache ...") while every result is used and the run goes on. The
-    runner refuses such a ``$NEARID_TASK_CACHE`` before any work
+    the task cache ... cannot be written (...)") while every result is used and the run goes
+    on. The runner refuses such a ``$NEARID_TASK_CACHE`` before any work
     (:func:`cache_environment_problem`).
     """
     tasks = list(tasks)
@@ -830,7 +833,7 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
                     except OSError as exc:  # read-only, full, or not a folder: the result is used
                         unwritable.failed(exc)
                 else:
-                    unwritable.skipped += 1
+                    unwritable.skip()
                 indices = waiting[job.key]
                 for n, i in enumerate(indices):
                     results[i] = result if n == 0 else copy.deepcopy(result)

@@ -331,8 +331,8 @@ def _open(path: Path, key: str, shape: tuple[int, ...], dtype) -> tuple[np.memma
             version = np.lib.format.read_magic(fh)
             reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
             found_shape, fortran, found_dtype = reader(fh)
-        except (ValueError, OSError, SyntaxError) as exc:
-            return None, f"is not an .npy file ({exc})"
+        except (ValueError, TypeError, OSError, SyntaxError) as exc:  # whatever its header holds
+            return None, f"is not an .npy file ({str(exc)[:200]})"
         if tuple(found_shape) != tuple(shape) or found_dtype != dtype or fortran:
             return None, (f"holds {tuple(found_shape)} {found_dtype}{' (Fortran order)' if fortran else ''}, "
                           f"expected {tuple(shape)} {dtype}")
