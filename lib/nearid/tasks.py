@@ -275,18 +275,24 @@ def key_environment_problem(environ: Mapping[str, str] | None = None) -> str | N
             f"or ${ENV_CACHE_KEY} set to the secret itself")
 
 
-def cache_environment_problem(environ: Mapping[str, str] | None = None) -> str | None:
+def cache_environment_problem(environ: Mapping[str, str] | None = None,
+                              default: str | os.PathLike | None = None) -> str | None:
     """One line naming ``$NEARID_TASK_CACHE`` and what it accepts, when it names a path that
     cannot hold the cache (a file, a dangling link, a folder this user cannot write), else the
-    key file's problem (:func:`key_environment_problem`); None when both are fine. Creates
-    nothing: for a check before any work."""
+    key file's problem (:func:`key_environment_problem`); None when both are fine. ``default``
+    is the folder used when the variable is unset (the runner's ``.cache/tasks``), checked
+    then. Creates nothing: for a check before any work."""
     env = os.environ if environ is None else environ
+    allowed = "allowed: a folder this user can write (made if missing), or empty for no task cache"
     folder = env.get(ENV_CACHE, "")
     if folder:
         why = cachefiles.folder_problem(folder)
         if why is not None:
-            return (f"${ENV_CACHE} is {folder!r}, which {why}; allowed: a folder this user can write (made if "
-                    f"missing), or empty for no task cache (unset: .cache/tasks in the checkout)")
+            return f"${ENV_CACHE} is {folder!r}, which {why}; {allowed} (unset: .cache/tasks in the checkout)"
+    elif ENV_CACHE not in env and default is not None:
+        why = cachefiles.folder_problem(default)
+        if why is not None:
+            return f"the task cache {default} (${ENV_CACHE} unset) {why}; set ${ENV_CACHE}: {allowed}"
     return key_environment_problem(env)
 
 
@@ -843,6 +849,10 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
                         bar.set_postfix_str(job.task.label, refresh=True)
                 elif job.task.label and not (in_kernel and progress is None):
                     say(job.task.label)
+    except BaseException as exc:  # a failed task: the results it cost not to cache are said with it
+        if unwritable.note() and hasattr(exc, "add_note"):
+            exc.add_note(unwritable.note())
+        raise
     finally:
         if bar is not None:
             bar.close()

@@ -441,3 +441,36 @@ def test_a_link_planted_as_a_cache_subfolder_redirects_no_write(tmp_path):
     out = run_tasks(_tasks(1), cache_dir=cache, log=lines.append)
     assert out[0]["x"] == 0 and list(elsewhere.iterdir()) == []
     assert "1 result not cached: the task cache" in lines[-1] and "is a symbolic link, not a folder" in lines[-1]
+
+
+def test_the_runners_default_task_cache_is_checked_when_the_variable_is_unset(tmp_path):
+    from nearid.book import preflight
+
+    blocked = tmp_path / ".cache"
+    blocked.write_text("a file where the cache folder should be")
+    with pytest.raises(preflight.PreflightError, match=r"the task cache .*tasks \(\$NEARID_TASK_CACHE unset\) "
+                                                       r"cannot be made: .*\.cache is a file, not a folder; set"):
+        preflight.check_caches({}, task_cache=blocked / "tasks")
+    preflight.check_caches({"NEARID_TASK_CACHE": ""}, task_cache=blocked / "tasks")  # no task cache: nothing to check
+    preflight.check_caches({}, task_cache=tmp_path / "fine" / "tasks")
+    assert not (tmp_path / "fine").exists()
+
+
+def test_a_run_without_a_cache_says_nothing_about_caching():
+    lines: list[str] = []
+    run_tasks(_tasks(), cache_dir=None, log=lines.append)
+    assert "not cached" not in lines[-1] and "cache" not in lines[-1]
+
+
+def fails_at(x: int) -> dict:
+    if x == 2:
+        raise RuntimeError("planted failure")
+    return {"x": x}
+
+
+def test_a_failing_task_carries_the_unwritable_cache_note(tmp_path):
+    cache = tmp_path / "file"
+    cache.write_text("x")
+    with pytest.raises(RuntimeError, match="planted failure") as info:
+        run_tasks([Task(fails_at, {"x": i}) for i in range(3)], cache_dir=cache, log=None)
+    assert any("2 results not cached: the task cache" in note for note in info.value.__notes__)

@@ -72,17 +72,18 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
     check_caches(env)
 
 
-def check_caches(environ: Mapping[str, str] | None = None) -> None:
+def check_caches(environ: Mapping[str, str] | None = None, task_cache: Path | None = None) -> None:
     """The variables that name caches, keys and data (issue 36): ``NEARID_TASK_CACHE`` and
     ``NEARID_DATA_CACHE`` folders this user can write (a file, a dangling link or a read-only
     folder there would lose computed work or fail late), ``NEARID_CACHE_KEY_FILE`` a readable
     key file, ``NEARID_DATA_CACHE_MIN_MB`` a number, ``NEARID_DATA_WORKERS`` a whole number,
-    ``NEARID_DATA`` a folder. Looks, creates nothing."""
+    ``NEARID_DATA`` a folder; ``task_cache``, the folder used where ``NEARID_TASK_CACHE`` is
+    unset (the runner's ``.cache/tasks``), like the variable. Looks, creates nothing."""
     from nearid import data, tasks
     from nearid.data import cache as data_cache
 
     env = os.environ if environ is None else environ
-    for problem in (tasks.cache_environment_problem(env), data_cache.environment_problem(env),
+    for problem in (tasks.cache_environment_problem(env, task_cache), data_cache.environment_problem(env),
                     data.environment_problem(env)):
         if problem:
             raise PreflightError(problem)

@@ -18,6 +18,16 @@ process -- opens that file read-only and memory-mapped instead of making it agai
 * Rows are written with ``os.pwrite``, not through a writable mapping, so what has been
   written does not stay in the writer's memory (resident set): a 10 GB file is made in the
   memory of one chunk.
+* The cache folder may be writable by others, so a file is never trusted for its name: each
+  is signed when made (``<name>.mac``: HMAC-SHA256 of its bytes under the task cache's
+  secret, :func:`nearid.tasks.cache_secret`) and checked when opened. Only a regular file of
+  exactly the size its header gives is opened (a named pipe, device, folder or link in its
+  place is never read); a file that fails any check (another shape, values overwritten,
+  no signature: made by an older nearid) is named in a :class:`DataCacheWarning` and made
+  again, never returned.
+* A folder that cannot be written (read-only, full disk, a file or a dangling link in its
+  place) costs no result: the generator makes the data set in memory, as it does for small
+  sizes, and says so once per folder and process.
 """
 
 from __future__ import annotations
