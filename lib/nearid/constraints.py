@@ -39,7 +39,14 @@ class Constraint(ABC):
         """What is allowed, in words, for error messages."""
 
     def fail(self, name: str, value: Any) -> None:
-        raise InvalidParameterError(f"parameter {name!r} got {value!r}; allowed: {self.describe()}")
+        raise InvalidParameterError(f"parameter {name!r} got {_shown(value)}; allowed: {self.describe()}")
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """A value as an error message shows it: its repr, cut after ``limit`` characters (a
+    400-digit number or a 100 kB string is not echoed whole)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 class Interval(Constraint):
@@ -57,11 +64,14 @@ class Interval(Constraint):
     def check(self, name, value):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             self.fail(name, value)
-        if self.kind is int and not float(value).is_integer():
-            self.fail(name, value)
         if isinstance(value, float) and not math.isfinite(value):
             self.fail(name, value)
-        number = int(value) if self.kind is int else float(value)
+        if self.kind is int and not isinstance(value, numbers.Integral) and not float(value).is_integer():
+            self.fail(name, value)
+        try:  # an int of 400 digits has no float: it is out of range, not an error of ours
+            number = int(value) if self.kind is int else float(value)
+        except OverflowError:
+            self.fail(name, value)
         lo_ok = self.low is None or (number >= self.low if self.closed in ("both", "left") else number > self.low)
         hi_ok = self.high is None or (number <= self.high if self.closed in ("both", "right") else number < self.high)
         if not (lo_ok and hi_ok):
@@ -70,15 +80,23 @@ class Interval(Constraint):
 
     def describe(self) -> str:
         noun = "an int" if self.kind is int else "a number"
+        low, high = _bound(self.low), _bound(self.high)
         lo_in = self.closed in ("both", "left")
         hi_in = self.closed in ("both", "right")
         if self.low is not None and self.high is not None:
-            return (f"{noun} in {'[' if lo_in else '('}{self.low:g}, {self.high:g}{']' if hi_in else ')'}")
+            return f"{noun} in {'[' if lo_in else '('}{low}, {high}{']' if hi_in else ')'}"
         if self.low is not None:
-            return f"{noun} {'>=' if lo_in else '>'} {self.low:g}"
+            return f"{noun} {'>=' if lo_in else '>'} {low}"
         if self.high is not None:
-            return f"{noun} {'<=' if hi_in else '<'} {self.high:g}"
+            return f"{noun} {'<=' if hi_in else '<'} {high}"
         return noun
+
+
+def _bound(value: float | None) -> str:
+    """An interval's end in words: an int exactly (2147483647, not 2.14748e+09), else ``:g``."""
+    if value is None:
+        return ""
+    return str(value) if isinstance(value, int) else f"{value:g}"
 
 
 class Options(Constraint):

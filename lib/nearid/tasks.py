@@ -62,15 +62,16 @@ import os
 import platform
 import secrets
 import socket
+import stat
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nearid.fileio import pid_alive
-from nearid import codehash, kernels, safeformat
+from nearid import cachefiles, codehash, kernels, safeformat
 from nearid.constraints import Options
 
 EXECUTORS = ("inprocess", "processes", "dask")
@@ -182,6 +183,9 @@ def _default_key_file() -> Path:
     return Path(base) / "nearid" / "task-cache.key"
 
 
+KEY_MAX_BYTES = 4096  # a key file larger than this is not a key file (/dev/zero, a log, a disk image)
+
+
 def cache_secret() -> bytes:
     """The secret that authenticates task-cache entries (HMAC-SHA256), kept outside any cache.
 
@@ -189,36 +193,107 @@ def cache_secret() -> bytes:
     ``~/.config/nearid/task-cache.key`` (``$XDG_CONFIG_HOME`` honoured), created on first use
     with 32 random bytes, readable by its owner only. A team that shares a cache folder shares
     this file on purpose (point ``NEARID_CACHE_KEY_FILE`` at it); anyone else who can write the
-    folder cannot make an entry that is accepted."""
+    folder cannot make an entry that is accepted. The file is read only if it is a regular file
+    of at most :data:`KEY_MAX_BYTES` (a named pipe there would hang the run, a device fill
+    its memory)."""
     given = os.environ.get(ENV_CACHE_KEY)
     if given:
         return given.encode()
+    named = bool(os.environ.get(ENV_CACHE_KEY_FILE))
     path = Path(os.environ.get(ENV_CACHE_KEY_FILE) or _default_key_file())
     try:
-        return path.read_bytes().strip() or _refuse_key(path, "is empty")
+        return _read_key(path)
     except FileNotFoundError:
         pass
-    except OSError as exc:
-        _refuse_key(path, f"cannot be read ({exc.strerror})")
-    if os.environ.get(ENV_CACHE_KEY_FILE):
+    if named:
         _refuse_key(path, "does not exist")  # a named file is the team's: never invent one in its place
+    if os.path.lexists(path):  # a link to nothing
+        _refuse_key(path, f"is a symbolic link to {os.readlink(path)}, which does not exist")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another process made it just now
-        return path.read_bytes().strip()
+        return _read_key(path)
     except OSError as exc:
         _refuse_key(path, f"cannot be created ({exc.strerror})")
     with os.fdopen(fd, "wb") as fh:
         fh.write(secrets.token_hex(32).encode() + b"\n")
         fh.flush()
         os.fsync(fh.fileno())
-    return path.read_bytes().strip()
+    return _read_key(path)
+
+
+def _read_key(path: Path) -> bytes:
+    """The key in ``path`` (a regular file, links followed); FileNotFoundError if absent,
+    else RuntimeError (:func:`_refuse_key`) when it cannot serve as a key."""
+    try:
+        fd, _ = cachefiles.open_entry(path, KEY_MAX_BYTES, follow=True)
+    except cachefiles.BadEntry as exc:
+        _refuse_key(path, str(exc))
+    try:
+        key = os.read(fd, KEY_MAX_BYTES).strip()
+    except OSError as exc:
+        _refuse_key(path, f"cannot be read ({exc.strerror})")
+    finally:
+        os.close(fd)
+    return key or _refuse_key(path, "is empty")
 
 
 def _refuse_key(path: Path, why: str) -> bytes:
     raise RuntimeError(f"the task-cache key file {path} {why}; set ${ENV_CACHE_KEY_FILE} to a readable key "
                        f"file, or ${ENV_CACHE_KEY} to a secret, or run without a task cache")
+
+
+def key_environment_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """One line naming ``$NEARID_CACHE_KEY_FILE`` and what it accepts, when it names no usable
+    key file (and ``$NEARID_CACHE_KEY`` does not replace it); None when it is fine or unset.
+    Reads nothing but the file's metadata: for a check before any work."""
+    env = os.environ if environ is None else environ
+    given = env.get(ENV_CACHE_KEY_FILE, "")
+    if not given or env.get(ENV_CACHE_KEY):
+        return None
+    try:
+        st = os.stat(given)
+    except FileNotFoundError:
+        why = "does not exist"
+    except OSError as exc:
+        why = f"cannot be read ({exc.strerror})"
+    else:
+        why = None
+        if not stat.S_ISREG(st.st_mode):
+            why = f"is {cachefiles.kind(st.st_mode)}, not a file"
+        elif st.st_size == 0:
+            why = "is empty"
+        elif st.st_size > KEY_MAX_BYTES:
+            why = f"holds {cachefiles.size_text(st.st_size)}, more than a key file ({KEY_MAX_BYTES} bytes at most)"
+        elif not os.access(given, os.R_OK):
+            why = "cannot be read by this user"
+    if why is None:
+        return None
+    return (f"${ENV_CACHE_KEY_FILE} is {given!r}, which {why}; allowed: a readable file holding the task-cache "
+            f"secret (up to {KEY_MAX_BYTES} bytes), or unset (~/.config/nearid/task-cache.key, made on first use), "
+            f"or ${ENV_CACHE_KEY} set to the secret itself")
+
+
+def cache_environment_problem(environ: Mapping[str, str] | None = None,
+                              default: str | os.PathLike | None = None) -> str | None:
+    """One line naming ``$NEARID_TASK_CACHE`` and what it accepts, when it names a path that
+    cannot hold the cache (a file, a dangling link, a folder this user cannot write), else the
+    key file's problem (:func:`key_environment_problem`); None when both are fine. ``default``
+    is the folder used when the variable is unset (the runner's ``.cache/tasks``), checked
+    then. Creates nothing: for a check before any work."""
+    env = os.environ if environ is None else environ
+    allowed = "allowed: a folder this user can write (made if missing), or empty for no task cache"
+    folder = env.get(ENV_CACHE, "")
+    if folder:
+        why = cachefiles.folder_problem(folder)
+        if why is not None:
+            return f"${ENV_CACHE} is {folder!r}, which {why}; {allowed} (unset: .cache/tasks in the checkout)"
+    elif ENV_CACHE not in env and default is not None:
+        why = cachefiles.folder_problem(default)
+        if why is not None:
+            return f"the task cache {default} (${ENV_CACHE} unset) {why}; set ${ENV_CACHE}: {allowed}"
+    return key_environment_problem(env)
 
 
 class TaskCache:
@@ -230,9 +305,12 @@ class TaskCache:
     under :func:`cache_secret`, a secret kept outside the cache folder: an entry that is
     truncated, bit-flipped, moved under another key, written in the old pickle format or by
     someone without the secret is reported (``"damaged"`` or ``"unauthenticated"``) and
-    recomputed, never used. A writer writes a temporary file in the entry's folder
-    (``.<key>.entry.<host>.<pid>.<random>.tmp``), syncs it and renames it into place, so a
-    reader sees a whole entry or none. Temporary files left by a killed writer are never
+    recomputed, never used; so is anything at an entry's path that is not a regular file of
+    the size its header declares (a named pipe, a device, a 100 GB sparse file), which is
+    never opened for reading or read into memory (:meth:`read_entry`). A writer writes a
+    temporary file in the entry's folder (``.<key>.entry.<host>.<pid>.<random>.tmp``, created
+    new, never through a link), syncs it and renames it into place, so a reader sees a whole
+    entry or none. Temporary files left by a killed writer are never
     read, and :meth:`clean` removes them (see there).
     """
 
@@ -240,6 +318,7 @@ class TaskCache:
     FORMAT = b"2"
     SUFFIX = ".entry"
     STALE_SECONDS = 24 * 3600  # a temporary file this old is abandoned whoever wrote it
+    HEADER_BYTES = 256  # a header line is about 160 bytes: more than this before a newline is not an entry
 
     def __init__(self, folder: str | os.PathLike, secret: bytes | None = None):
         self.folder = Path(folder)
@@ -253,23 +332,47 @@ class TaskCache:
 
     def read(self, key: str) -> tuple[str, Any]:
         """("ok", result), ("missing", None), ("damaged", None) or ("unauthenticated", None)."""
+        status, value, _ = self.read_entry(key)
+        return status, value
+
+    def read_entry(self, key: str) -> tuple[str, Any, str]:
+        """:meth:`read`, and why an entry that is there is not used (words that follow its path).
+
+        Bounded before anything is read: only a regular file is opened (a named pipe, device,
+        folder or link at the entry's path is "damaged", never opened for reading), and its
+        size (``fstat``) must be what its header says and at most
+        :func:`nearid.cachefiles.memory_limit`; then the payload is read once, authenticated
+        and decoded."""
+        path = self.path(key)
         try:
-            blob = self.path(key).read_bytes()
+            fd, st = cachefiles.open_entry(path, cachefiles.memory_limit())
         except FileNotFoundError:
-            return "missing", None
-        except OSError:
-            return "damaged", None
-        header, newline, payload = blob.partition(b"\n")
-        fields = header.split(b" ")
-        if (not newline or len(fields) != 5 or fields[:3] != [self.MAGIC, self.FORMAT, key.encode()]
-                or fields[4] != str(len(payload)).encode()):
-            return "damaged", None  # truncated or another format: recompute, never use
-        if not hmac.compare_digest(fields[3], self._mac(key, payload)):
-            return "unauthenticated", None  # forged, moved, or written under another secret
+            return "missing", None, ""
+        except cachefiles.BadEntry as exc:
+            return "damaged", None, str(exc)
         try:
-            return "ok", safeformat.loads(payload)  # reads arrays and JSON, never unpickles
-        except Exception:
-            return "damaged", None
+            header, newline, _ = os.pread(fd, self.HEADER_BYTES, 0).partition(b"\n")
+            fields = header.split(b" ")
+            if (not newline or len(fields) != 5 or fields[:3] != [self.MAGIC, self.FORMAT, key.encode()]
+                    or not fields[4].isdigit()):
+                return "damaged", None, "is not a whole entry of this format"  # truncated, or another format
+            start, length = len(header) + 1, int(fields[4])
+            if st.st_size != start + length:
+                return "damaged", None, (f"holds {cachefiles.size_text(st.st_size)}, its header says "
+                                         f"{cachefiles.size_text(start + length)}")
+            payload = cachefiles.read_exact(fd, length, start)
+        except cachefiles.BadEntry as exc:
+            return "damaged", None, str(exc)
+        except OSError as exc:
+            return "damaged", None, f"cannot be read ({cachefiles.oserror_text(exc)})"
+        finally:
+            os.close(fd)
+        if not hmac.compare_digest(fields[3], self._mac(key, payload)):
+            return "unauthenticated", None, "fails its authentication (altered, forged, or written under another key)"
+        try:
+            return "ok", safeformat.loads(payload), ""  # reads arrays and JSON, never unpickles
+        except Exception as exc:  # noqa: BLE001  (whatever it holds, it is not a result we stored)
+            return "damaged", None, f"cannot be decoded ({type(exc).__name__})"
 
     def get(self, key: str) -> tuple[bool, Any]:
         """(True, result) for an authentic entry; (False, None) otherwise."""
@@ -278,20 +381,24 @@ class TaskCache:
 
     def put(self, key: str, result: Any) -> None:
         """Store ``result``; :class:`nearid.safeformat.UnsafeValue` if it holds a value the
-        safe format does not store (nothing is written then)."""
+        safe format does not store (nothing is written then); OSError when the folder cannot
+        be written (nothing is left behind then either)."""
         path = self.path(key)
         payload = safeformat.dumps(result)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        cachefiles.make_subfolder(path.parent)  # a link planted as the shard folder is refused
         header = b" ".join([self.MAGIC, self.FORMAT, key.encode(), self._mac(key, payload), str(len(payload)).encode()])
         tmp = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
-            with open(tmp, "wb") as fh:
+            with os.fdopen(cachefiles.create_new(tmp), "wb") as fh:  # a new file, never through a link
                 fh.write(header + b"\n" + payload)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:  # the folder itself is the problem: the first error says so
+                pass
             raise
         try:  # make the rename itself durable
             fd = os.open(path.parent, os.O_RDONLY)
@@ -596,6 +703,33 @@ def _dask(jobs: list[_Job], *, scheduler: Any, workers: int, setup: WorkerSetup,
 _BACKENDS = {"inprocess": _inprocess, "processes": _processes, "dask": _dask}
 
 
+class _CacheWrites:
+    """Whether a run still writes its results to the cache: it stops at the first write the
+    folder refuses (read-only, full, not a folder), which the summary then says once, with
+    how many results went uncached; a folder known to be unusable is not tried at all."""
+
+    def __init__(self, cache: TaskCache | None):
+        self.cache, self.why, self.skipped = cache, "", 0
+        if cache is not None:
+            problem = cachefiles.folder_problem(cache.folder)
+            self.why = f"the task cache {cache.folder} {problem}" if problem else ""
+
+    def ready(self) -> bool:
+        return self.cache is not None and not self.why
+
+    def skip(self) -> None:
+        self.skipped += self.cache is not None
+
+    def failed(self, exc: OSError) -> None:
+        self.why = f"the task cache {self.cache.folder} cannot be written ({cachefiles.oserror_text(exc)})"
+        self.skipped += 1
+
+    def note(self) -> str:
+        if not self.skipped:
+            return ""
+        return f"{self.skipped} result{'s' if self.skipped > 1 else ''} not cached: {self.why}; every result was used"
+
+
 def _in_notebook_kernel() -> bool:
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
@@ -622,6 +756,13 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
 
     Identical tasks (same key) run once. The first failing task stops the run (see the
     executors) and is raised with a note naming it; every result that finished is cached.
+
+    The cache never costs a result: an entry that cannot be used is recomputed and the first
+    one is named in the summary; a cache folder that cannot be written (read-only, full, a
+    file or a dangling link in its place) is said once in the summary ("N results not cached:
+    the task cache ... cannot be written (...)") while every result is used and the run goes
+    on. The runner refuses such a ``$NEARID_TASK_CACHE`` before any work
+    (:func:`cache_environment_problem`).
     """
     tasks = list(tasks)
     for t in tasks:
@@ -652,18 +793,22 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
     results: list[Any] = [None] * len(tasks)
     waiting: dict[str, list[int]] = {}  # key -> task indices, in task order
     damaged = forged = cleaned = unsafe = 0
+    bad: list[str] = []  # "<path> <why>" of each entry not used
+    unwritable = _CacheWrites(cache)
     if cache is not None:
         cleaned = cache.clean()
     for i, key in enumerate(keys):
         if key in waiting:
             waiting[key].append(i)
             continue
-        status, value = ("missing", None) if (cache is None or force) else cache.read(key)
+        status, value, why = ("missing", None, "") if (cache is None or force) else cache.read_entry(key)
         if status == "ok":
             results[i] = value
         else:
             damaged += status == "damaged"
             forged += status == "unauthenticated"
+            if why:
+                bad.append(f"{cache.path(key)} {why}")
             waiting[key] = [i]
     reused = len(tasks) - sum(len(v) for v in waiting.values())
     jobs = [_Job(key, tasks[idx[0]], codes[tasks[idx[0]].fn.__module__]) for key, idx in waiting.items()]
@@ -685,12 +830,16 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
                                           setup=WorkerSetup.like_caller(), versions=_key_versions())
             for j, result in backend:
                 job = jobs[j]
-                if cache is not None:
+                if unwritable.ready():
                     try:
                         cache.put(job.key, result)
                     except safeformat.UnsafeValue as exc:  # the result is used; only its reuse is lost
                         unsafe += 1
                         say(f"not cached ({job.task.label or job.task.name}): {exc}")
+                    except OSError as exc:  # read-only, full, or not a folder: the result is used
+                        unwritable.failed(exc)
+                else:
+                    unwritable.skip()
                 indices = waiting[job.key]
                 for n, i in enumerate(indices):
                     results[i] = result if n == 0 else copy.deepcopy(result)
@@ -700,6 +849,10 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
                         bar.set_postfix_str(job.task.label, refresh=True)
                 elif job.task.label and not (in_kernel and progress is None):
                     say(job.task.label)
+    except BaseException as exc:  # a failed task: the results it cost not to cache are said with it
+        if unwritable.note() and hasattr(exc, "add_note"):
+            exc.add_note(unwritable.note())
+        raise
     finally:
         if bar is not None:
             bar.close()
@@ -711,6 +864,10 @@ def run_tasks(tasks: Sequence[Task], *, executor: str | None = None, scheduler: 
     if forged:
         notes.append(f"{forged} unauthenticated cache entr{'y' if forged == 1 else 'ies'} (altered, forged or "
                      f"written under another ${ENV_CACHE_KEY_FILE}) recomputed")
+    if bad:
+        notes.append(f"{bad[0]:.400}" + (f"; {len(bad) - 1} more" if len(bad) > 1 else ""))
+    if unwritable.note():
+        notes.append(unwritable.note())
     if unsafe:
         notes.append(f"{unsafe} result{'s' if unsafe > 1 else ''} not cached (not storable without pickle)")
     if cleaned:

@@ -4,7 +4,7 @@
 see is checked here, before a kernel starts, instead of minutes into a chapter:
 
 * the ``NEARID_*`` environment variables the chapter's kernel and its sweep tasks read
-  (:func:`check_environment`);
+  (:func:`check_environment`), the cache and data folders and the cache key among them;
 * ``device=cuda`` on a machine where torch sees no CUDA device (:func:`check_device`);
 * a Dask scheduler that does not answer (:func:`check_scheduler`): a TCP connection, then
   Dask's handshake, each within :data:`CONNECT_TIMEOUT` seconds;
@@ -39,7 +39,8 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
     ``NEARID_EXECUTOR`` inprocess, processes or dask (``-p executor=auto`` defers to it);
     ``NEARID_WORKERS`` a whole number >= 1; ``NEARID_SCHEDULER`` "local" or
     ``[scheme://]host:port``; ``NEARID_FORCE`` "", 0 or 1 (the runner sets it from
-    ``--force`` for the kernel); ``NEARID_NUM_THREADS`` a whole number >= 1.
+    ``--force`` for the kernel); ``NEARID_NUM_THREADS`` a whole number >= 1; the caches'
+    and the data folder's variables (:func:`check_caches`).
     """
     from nearid.tasks import EXECUTORS
 
@@ -68,6 +69,24 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
     threads = env.get("NEARID_NUM_THREADS", "").strip()
     if threads and not (threads.isdigit() and int(threads) >= 1):
         raise PreflightError(f"$NEARID_NUM_THREADS is {threads!r}; allowed: a whole number >= 1 (or unset: 1)")
+    check_caches(env)
+
+
+def check_caches(environ: Mapping[str, str] | None = None, task_cache: Path | None = None) -> None:
+    """The variables that name caches, keys and data (issue 36): ``NEARID_TASK_CACHE`` and
+    ``NEARID_DATA_CACHE`` folders this user can write (a file, a dangling link or a read-only
+    folder there would lose computed work or fail late), ``NEARID_CACHE_KEY_FILE`` a readable
+    key file, ``NEARID_DATA_CACHE_MIN_MB`` a number, ``NEARID_DATA_WORKERS`` a whole number,
+    ``NEARID_DATA`` a folder; ``task_cache``, the folder used where ``NEARID_TASK_CACHE`` is
+    unset (the runner's ``.cache/tasks``), like the variable. Looks, creates nothing."""
+    from nearid import data, tasks
+    from nearid.data import cache as data_cache
+
+    env = os.environ if environ is None else environ
+    for problem in (tasks.cache_environment_problem(env, task_cache), data_cache.environment_problem(env),
+                    data.environment_problem(env)):
+        if problem:
+            raise PreflightError(problem)
 
 
 def effective_executor(params: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str | None:

@@ -267,7 +267,7 @@ class CellPaintingSimulator:
                 lambda writer: render_cells_to_file(job, writer, workers),
                 version={"code": _cache.source_version(sys.modules[__name__], _cache), "pandas": pd.__version__,
                          **_cache.environment_version(torch=True)},
-                root=cache_dir)
+                root=cache_dir, compute=lambda: _render_all(job))
         else:
             images = _render_all(job)
         return CellScreen(images=images, cell_well=cell_well, cell_factors=factors, wells=wells,

@@ -103,6 +103,15 @@ def _md5(path: Path) -> str:
     return h.hexdigest()
 
 
+def _from_variable(root: str | os.PathLike | None) -> str:
+    """Where the data folder came from, when ``$NEARID_DATA`` chose it: a wrong value is then
+    named, not only the file it led to."""
+    from nearid.data import ENV_DATA
+
+    given = os.environ.get(ENV_DATA)
+    return f" (the data folder is ${ENV_DATA}={given!r})" if root is None and given else ""
+
+
 def raw_folder(root: str | os.PathLike | None = None) -> Path:
     """The IDX files' folder for the data folder ``root``: ``root/provisioned/MNIST/raw``."""
     return provisioned_folder(root) / "MNIST" / "raw"
@@ -143,7 +152,7 @@ def verify_mnist(root: str | os.PathLike | None = None) -> dict[str, str]:
     for name, expected in MNIST_MD5.items():
         path = raw / name
         if not path.is_file():
-            raise DataError(f"MNIST file {path} is missing; {FIX_HINT}")
+            raise DataError(f"MNIST file {path} is missing{_from_variable(root)}; {FIX_HINT}")
         sums[name] = _md5(path)
         if expected is not None and sums[name] != expected:
             raise DataError(f"MNIST file {path} is corrupt (MD5 {sums[name]}, expected "
@@ -157,7 +166,7 @@ def load_labels(root: str | os.PathLike | None = None, train: bool = True) -> np
     name = "train-labels-idx1-ubyte" if train else "t10k-labels-idx1-ubyte"
     path = raw_folder(root) / name
     if not path.is_file():
-        raise DataError(f"MNIST file {path} is missing; {FIX_HINT}")
+        raise DataError(f"MNIST file {path} is missing{_from_variable(root)}; {FIX_HINT}")
     raw = path.read_bytes()
     if hashlib.md5(raw).hexdigest() != MNIST_MD5[name]:
         raise DataError(f"MNIST file {path} is corrupt; delete it and {FIX_HINT}")

@@ -683,7 +683,7 @@ def make_dataset(name: str, n: int | None = 10_000, image_size: int = 64, seed: 
     images = _cache.cached_array(
         "procedural", params, shape, np.uint8,
         lambda writer: render_to_file(name, factors, image_size, supersample, writer, workers),
-        version=version, root=cache_dir)
+        version=version, root=cache_dir, compute=lambda: render(name, factors, image_size, supersample))
     return images, factors, list(FACTOR_GRIDS[name])
 def traversal(name: str, factor: str | int, base=None, image_size: int = 64,
               steps: int | None = None) -> np.ndarray:

@@ -80,7 +80,8 @@ def test_a_file_of_another_shape_is_made_again(tmp_path):
     path = dc.array_path("toy", dc.array_key("toy", {}, (4, 2), np.uint8, {}), tmp_path)
     path.parent.mkdir(parents=True)
     np.save(path, np.zeros((3, 2), np.uint8))  # e.g. written by hand
-    out = dc.cached_array("toy", {}, (4, 2), np.uint8, _filler(7, calls), version={}, root=tmp_path)
+    with pytest.warns(dc.DataCacheWarning, match=r"holds \(3, 2\) uint8, expected \(4, 2\) uint8; made again"):
+        out = dc.cached_array("toy", {}, (4, 2), np.uint8, _filler(7, calls), version={}, root=tmp_path)
     assert calls == [1] and out.shape == (4, 2)
 
 
