@@ -23,6 +23,7 @@ import os
 import platform
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -266,12 +267,16 @@ def _staleness(chapter: Chapter, profile: str, record: dict[str, Any], out_dir: 
     if record["key"] == key:
         return None
     before = record.get("parts")
-    if not isinstance(before, dict):
-        what = "its source, parameters, the code it imports or the packages (its key predates per-part records)"
-    else:
-        what = ", ".join(KEY_PARTS[name] for name, digest in parts.items() if before.get(name) != digest)
-        what = what or "its key"
-    return f"stale: {what} changed since it ran (the {profile} profile as it stands)"
+    if not isinstance(before, dict) or not before:
+        return ("stale: its source, parameters, the code it imports or the packages changed since it ran "
+                "(its key predates per-part records)")
+    names = [name for name, digest in parts.items() if before.get(name) != digest]
+    others = [KEY_PARTS[name] for name in names if name != "parameters"]
+    said = [f"{', '.join(others)} changed since it ran"] if others else []
+    if "parameters" in names:
+        said.append(f"it ran with other parameters than the {profile} profile's as it stands "
+                    "(the profile changed since, or it ran with -p overrides)")
+    return "stale: " + ("; ".join(said) or "its key changed since it ran")
 
 
 def result_problem(chapter: str, profile: str, out_dir: Path, root: Path | None = None) -> str | None:
@@ -299,22 +304,36 @@ def result_problem(chapter: str, profile: str, out_dir: Path, root: Path | None 
     return f"{'; '.join(found)}; {rerun}" if found else None
 
 
-def check_no_links(out_dir: Path, chapters: list[Chapter], pages_dir: Path | None = None) -> None:
-    """Refuse, before any work, a symbolic link where a run of ``chapters`` writes: their
-    outputs, locks and hidden files in ``out_dir``, ``timings.json``, the report page, and
-    anything in ``pages_dir`` (which holds only pages the runner writes). A run that went on
-    would write through it, outside the checkout (:mod:`nearid.fileio`)."""
+def _unsafe(path: Path) -> str | None:
+    """What makes ``path`` no place for an output: "a symbolic link" (a write would go through
+    it), "not a regular file" (a FIFO blocks its reader for good), or None."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+        return "not a regular file"
+    return None
+
+
+def check_output_paths(out_dir: Path, chapters: list[Chapter], pages_dir: Path | None = None) -> None:
+    """Refuse, before any work, a symbolic link (or a FIFO, a device) where a run of
+    ``chapters`` writes or reads its own files: their outputs, locks and hidden files in
+    ``out_dir``, ``timings.json``, the report page, and anything in ``pages_dir`` (which holds
+    only pages the runner writes). A run that went on would write through the link, outside
+    the checkout (:mod:`nearid.fileio`), or hang on the FIFO."""
     paths = [out_dir / "timings.json", out_dir / ".timings.lock", out_dir / REPORT_NAME]
     for ch in chapters:
         paths += [*_outputs(out_dir, ch).values(), out_dir / f".{ch.key}.lock",
                   *out_dir.glob(f".{ch.key}.*")]
     if pages_dir is not None and pages_dir.is_dir():
         paths += sorted(pages_dir.iterdir())
-    links = sorted({str(p) for p in paths if p.is_symlink()})
-    if links:
-        what = "is a symbolic link" if len(links) == 1 else "are symbolic links"
-        raise UnsafePath(f"refusing to run: {', '.join(links)} {what} where the runner writes its outputs "
-                         "(a write would go through it, outside the checkout); remove it and run again")
+    found = sorted({f"{p} is {what}" for p in paths if (what := _unsafe(p))})
+    if found:
+        raise UnsafePath(f"refusing to run: {', '.join(found)}, where the runner writes its outputs (a write "
+                         "would go through a link, outside the checkout); remove it and run again")
 
 
 # ----------------------------------------------------------------------------- locks
@@ -441,6 +460,8 @@ def _read_timings(out_dir: Path, say=_say) -> list[dict]:
     if not os.path.lexists(path):
         return []
     refuse_symlink(path)
+    if not path.is_file():
+        raise UnsafePath(f"refusing to read {path}: it is not a regular file; remove it and run again")
     try:
         records, problem = _parse_timings(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -788,7 +809,7 @@ def run_chapter_outcome(chapter: str, profile: str = "quick", overrides: dict[st
     params = profiles.resolve(ch.key, profile, overrides)  # fails fast on bad input
     preflight.check_environment()
     out = Path(out_dir) if out_dir else default_out_dir(root)
-    check_no_links(out, [ch], _pages_dir(out, root))
+    check_output_paths(out, [ch], _pages_dir(out, root))
 
     def cached() -> dict[str, Any] | None:
         if force or not is_cached(ch, cache_key(ch, profile, params, out), out):
@@ -958,7 +979,7 @@ def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | 
     chapters = list_chapters(root)
     if only:
         chapters = [get_chapter(name, root) for name in only]
-    check_no_links(out, chapters, _pages_dir(out, root))
+    check_output_paths(out, chapters, _pages_dir(out, root))
     # chapters that read other chapters' results (the summary) run after those, one by one
     later = [ch for ch in chapters if reads(ch)]
     chapters = [ch for ch in chapters if not reads(ch)]
