@@ -77,6 +77,18 @@ def test_a_link_where_an_output_belongs_is_refused_before_any_work(cli_project, 
     assert not [p for p in (project / "book" / "executed").glob("98_tiny.*") if not p.is_symlink()], "nothing ran"
 
 
+def test_a_fifo_where_timings_json_belongs_is_refused_not_waited_on(cli_project, project, capsys):
+    """A FIFO at timings.json would hang every reader (the pricing, the report page)."""
+    out = project / "book" / "executed"
+    out.mkdir(parents=True)
+    os.mkfifo(out / "timings.json")
+    start = time.monotonic()
+    assert cli_project.main(["run", "98", "--profile", "smoke"]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'timings.json'} is not a regular file" in err and err.count("\n") == 1, err
+    assert time.monotonic() - start < 20
+
+
 def test_the_book_refuses_a_link_too(cli_project, project, victim, capsys):
     _plant(project / "book/executed/98_tiny.json", victim)
     assert cli_project.main(["book", "--profile", "smoke", "--no-build", "--jobs", "1"]) == 2
@@ -186,6 +198,14 @@ def test_a_damaged_timings_file_is_moved_aside_never_overwritten(tmp_path, damag
     assert len(list(out.glob("timings.json.damaged-*"))) == 2 and not (out / "timings.json").exists()
 
 
+def test_pricing_reads_a_damaged_timings_file_without_failing(tmp_path):
+    from nearid.book import pricing
+
+    for damaged in ("{}", "[1, 2", '[{"chapter": "98_tiny", "status": "ok", "wall_s": "x"}]'):
+        (tmp_path / "timings.json").write_text(damaged)
+        assert pricing._known_runs(tmp_path, "98_tiny") == []
+
+
 def test_a_run_beside_a_damaged_timings_file_keeps_it_and_succeeds(cli_project, project, capsys):
     out = project / "book" / "executed"
     out.mkdir(parents=True)
@@ -282,10 +302,26 @@ def test_verify_refuses_a_stale_result_and_says_what_changed(cli_project, projec
     source.write_text(source.read_text() + "\n# a changed chapter\n")
     out, err = _refused(cli_project, capsys, ref)
     assert "98_tiny: stale: its source changed since it ran" in out and "stale: its source" in err
+    key_file = executed / "98_tiny.key"
+    record = json.loads(key_file.read_text())
+    key_file.write_text(json.dumps({k: v for k, v in record.items() if k != "parts"}))  # an older runner's key
+    out, _ = _refused(cli_project, capsys, ref)
+    assert "stale: its source, parameters, the code it imports or the packages changed since it ran " \
+           "(its key predates per-part records)" in out
+    key_file.write_text(json.dumps(record))
     source.write_text(TINY)
     (runner.LIB_DIR / "book" / "results.py").write_text("x = 2\n")  # code the chapter imports
     out, _ = _refused(cli_project, capsys, ref)
     assert "stale: the nearid code it imports changed since it ran" in out
+
+
+def test_verify_refuses_a_result_run_with_overrides(cli_project, verified, capsys):
+    executed, ref = verified
+    assert cli_project.main(["run", "98", "--profile", "smoke", "-p", "value=3"]) == 0
+    capsys.readouterr()
+    out, _ = _refused(cli_project, capsys, ref)
+    assert "98_tiny: stale: it ran with other parameters than the smoke profile's as it stands " \
+           "(the profile changed since, or it ran with -p overrides)" in out
 
 
 def test_verify_refuses_the_results_of_a_run_that_failed_since(cli_project, verified, capsys):
@@ -303,6 +339,9 @@ def test_verify_refuses_results_without_their_key(cli_project, verified, capsys)
     capsys.readouterr()
     out, _ = _refused(cli_project, capsys, ref)
     assert "no 98_tiny.key beside its results" in out
+    (executed / "98_tiny.key").write_text("[1")
+    out, _ = _refused(cli_project, capsys, ref)
+    assert "98_tiny: 98_tiny.key cannot be read (" in out
 
 
 def test_result_problem_is_none_for_the_current_run_and_check_is_passed_through(project, verified):
