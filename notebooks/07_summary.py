@@ -41,7 +41,8 @@ from nearid.claims import COUNTED_KINDS
 P = resolve("07_summary", profile, overrides)
 plotting.use_style()
 folder = Path(results_path).parent if results_path else Path("book/executed")
-chapter_results = scorecard.load_results(folder, READS["07_summary"])
+# only this profile's results: another profile's numbers are never shown under this one's name
+chapter_results, other_profile = scorecard.of_profile(scorecard.load_results(folder, READS["07_summary"]), profile)
 claims = scorecard.claims_table(chapter_results)
 comparison = scorecard.comparison_table(chapter_results)
 counted = scorecard.paper_claims(claims)
@@ -61,7 +62,7 @@ for verdict, k in counts.items():
     glue(f"n_{verdict}", k)
 glue("n_numbers", len(comparison))
 glue("n_directional", len(summary_figures.directional_claims(counted)))
-glue("missing", ", ".join(missing) if missing else "none")
+glue("missing", scorecard.missing_text(chapter_results, other_profile, profile))
 
 # %% [markdown]
 # ## At a glance
@@ -72,7 +73,8 @@ glue("missing", ", ".join(missing) if missing else "none")
 # statements: a statement the paper makes for several model pairs or datasets is tested on
 # each, and counted once per pair or dataset. The other {glue:text}`n_other` rows are
 # differences the paper prints as 0, checks of our method and our own hypotheses, shown but
-# not counted. Chapters without results when this page was built: {glue:text}`missing`.
+# not counted. Chapters without results of this profile when this page was built (a chapter
+# executed with another profile is left out, never shown under this one): {glue:text}`missing`.
 
 # %% tags=["remove-input"] mystnb={"image": {"alt": "A grid of coloured tiles, one per claim: rows are chapters 01 to 06, the paper's claims on the left and the rows not counted on the right; green tiles with a tick hold, grey tiles with a question mark are inconclusive, orange tiles with a cross fail."}, "figure": {"caption": "Every claim, one tile each, coloured by its verdict. Left: the paper's claims (counted); right: ties, checks of our method and our hypotheses (not counted). The tiles of a statement tested per model pair or per dataset sit side by side; under the tiles, the paper's figure or table; under each chapter, its tally of the paper's claims. The table below names every tile.", "name": "fig-07-claims"}}
 fig = summary_figures.plot_claims_map(claims)

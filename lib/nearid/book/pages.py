@@ -20,6 +20,8 @@ from typing import Any
 
 import nbformat
 
+from nearid.fileio import atomic_write_text, refuse_symlink
+
 NEW_PAGE = "new-page:"
 PAGES_DIR = Path("book") / "pages"
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -120,7 +122,9 @@ def page_names(source: Path) -> list[str]:
 
 def write_pages(executed_dir: Path, pages_dir: Path, keys: list[str] | None = None) -> list[Path]:
     """Cut every executed chapter in ``executed_dir`` (or those in ``keys``) into its pages in
-    ``pages_dir``; a page is rewritten only when it changed. Returns the pages written."""
+    ``pages_dir``; a page is rewritten only when it changed, through a temporary file of a unique
+    name (:func:`nearid.fileio.atomic_write_text`), never through a link: one where a page
+    belongs is refused (:class:`nearid.fileio.UnsafePath`). Returns the pages written."""
     pages_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for path in sorted(Path(executed_dir).glob("[0-9][0-9]_*.ipynb")):
@@ -134,10 +138,9 @@ def write_pages(executed_dir: Path, pages_dir: Path, keys: list[str] | None = No
                 stale.unlink()
         for page in pages:
             target = pages_dir / f"{page.name}.ipynb"
+            refuse_symlink(target)
             text = nbformat.writes(page.notebook)
             if not target.is_file() or target.read_text() != text:
-                tmp = target.with_name(f".{target.name}.tmp")
-                tmp.write_text(text)
-                tmp.replace(target)
+                atomic_write_text(target, text)
                 written.append(target)
     return written

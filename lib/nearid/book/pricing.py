@@ -96,7 +96,7 @@ def _data_mb(chapter: str, params: dict[str, Any]) -> float | None:
 def _known_runs(out_dir: Path | None, chapter: str) -> list[dict[str, Any]]:
     if out_dir is None:
         return []
-    with contextlib.suppress(OSError, json.JSONDecodeError, TypeError):
+    with contextlib.suppress(OSError, UnicodeDecodeError, ValueError, TypeError):  # damaged: never fatal here
         records = json.loads((Path(out_dir) / "timings.json").read_text())
         return [r for r in records if isinstance(r, dict) and r.get("chapter") == chapter
                 and r.get("status") == "ok" and float(r.get("wall_s") or 0) > 0]

@@ -21,6 +21,13 @@ saying, for each file, the CPU it was recorded on and why it exists. A build mat
 it equals the reference or one alternate in every value; the report says which one it
 matched. Nothing is compared with a tolerance: each alternate is exact, and a build that
 matches neither lists its differences from the reference.
+
+**Provenance.** A results JSON is only worth comparing (or recording) if the current code
+made it: `nearid verify` passes a ``check`` (:func:`nearid.book.runner.result_problem`) that
+says why a chapter's results are not, from its ``.key`` file and the current cache key (its
+last run failed, the JSON or notebook was edited since its run, or its source, parameters,
+code or packages changed since). :func:`verify` reports such a chapter instead of comparing
+it, and :func:`update` refuses to write it into the reference.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import json
 import math
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +51,8 @@ VOLATILE_KEYS = frozenset({"seconds", "wall_s", "timings", "finished", "elapsed_
                            # where the tasks ran, which never changes a number (tests/book)
                            "executor", "scheduler"})
 VERDICT_FIELDS = frozenset({"verdict", "ordering"})  # reported first: a changed verdict
+# check(chapter key) -> why its executed results are not the current code's, or None
+Check = Callable[[str], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -189,8 +199,9 @@ def _alternates(ref_dir: Path, key: str) -> list[tuple[str, str, Any]]:
 
 
 def verify(executed: Path, ref_dir: Path, profile: str, *, rtol: float = 0.0, atol: float = 0.0,
-           chapters: list[str] | None = None) -> Report:
-    """Compare every chapter of the reference (or ``chapters``) with ``executed``'s JSON."""
+           chapters: list[str] | None = None, check: Check | None = None) -> Report:
+    """Compare every chapter of the reference (or ``chapters``) with ``executed``'s JSON; a
+    chapter that ``check`` finds not made by the current code is a problem, not compared."""
     report = Report(profile)
     refs = _chapter_files(ref_dir)
     if not refs:
@@ -211,6 +222,10 @@ def verify(executed: Path, ref_dir: Path, profile: str, *, rtol: float = 0.0, at
         if doc.get("profile") != profile:
             report.problems.append(f"{key}: executed in profile {doc.get('profile')!r}, not {profile!r}")
             continue
+        why = check(key) if check else None
+        if why:
+            report.problems.append(f"{key}: {why}")
+            continue
         report.chapters.append(key)
         n, diffs = compare_json(doc, ref, chapter=key, rtol=rtol, atol=atol)
         if diffs:
@@ -228,17 +243,26 @@ def verify(executed: Path, ref_dir: Path, profile: str, *, rtol: float = 0.0, at
     return report
 
 
+def _refuse_unchecked(keys: list[str], ref_dir: Path, check: Check | None) -> None:
+    """ValueError naming every chapter of ``keys`` that ``check`` finds not made by the
+    current code, and why: such results never go into the reference."""
+    found = [f"{key}: {why}" for key in keys if (why := check(key) if check else None)]
+    if found:
+        raise ValueError(f"not written into {ref_dir}: {' | '.join(found)}")
+
+
 def update(executed: Path, ref_dir: Path, profile: str, chapters: list[str] | None = None,
-           alternate: tuple[str, str] | None = None) -> list[str]:
+           alternate: tuple[str, str] | None = None, check: Check | None = None) -> list[str]:
     """Rewrite ``ref_dir`` from ``executed``: every chapter's JSON, or only ``chapters`` (the
     others are kept as committed). Each must be of ``profile`` and computed with portable
     kernels (a reference others are checked against must be reproducible). Returns the
     chapters written. ``alternate=(label, why)`` writes ``chapters`` as alternate references
     ``alternates/NN_slug.LABEL.json`` instead, indexed with this CPU and ``why``. Rewriting the
     whole reference drops the alternates: numbers that moved on purpose need them recorded
-    again, on their CPUs."""
+    again, on their CPUs. A chapter that ``check`` finds not made by the current code (see the
+    module) is refused, and nothing is written."""
     if alternate is not None:
-        return _update_alternate(executed, ref_dir, profile, chapters, *alternate)
+        return _update_alternate(executed, ref_dir, profile, chapters, *alternate, check=check)
     found = _chapter_files(executed)
     if not found:
         raise FileNotFoundError(f"no executed chapter results in {executed}: run `nearid book --profile {profile}` first")
@@ -263,6 +287,8 @@ def update(executed: Path, ref_dir: Path, profile: str, chapters: list[str] | No
         missing = sorted(set(profiles.CHAPTERS) - set(docs))
         if missing:
             raise ValueError(f"the executed results lack {', '.join(missing)}: a reference holds every chapter")
+    _refuse_unchecked(sorted(docs), ref_dir, check)
+    if chapters is None:
         if ref_dir.exists():
             shutil.rmtree(ref_dir)
     ref_dir.mkdir(parents=True, exist_ok=True)
@@ -272,7 +298,7 @@ def update(executed: Path, ref_dir: Path, profile: str, chapters: list[str] | No
 
 
 def _update_alternate(executed: Path, ref_dir: Path, profile: str, chapters: list[str] | None,
-                      label: str, why: str) -> list[str]:
+                      label: str, why: str, check: Check | None = None) -> list[str]:
     """Record ``chapters`` of ``executed`` as alternates labelled ``label`` (see the module)."""
     from nearid import kernels
 
@@ -281,6 +307,7 @@ def _update_alternate(executed: Path, ref_dir: Path, profile: str, chapters: lis
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", label) or not why.strip():
         raise ValueError("an alternate needs a label of lower-case letters, digits and dashes, and a reason")
     found = _chapter_files(executed)
+    _refuse_unchecked([key for key in chapters if key in found], ref_dir, check)
     folder = ref_dir / ALTERNATES
     folder.mkdir(parents=True, exist_ok=True)
     index_path = folder / "index.json"

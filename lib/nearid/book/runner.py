@@ -23,6 +23,7 @@ import os
 import platform
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -33,7 +34,7 @@ from typing import Any
 
 from nearid import codehash, kernels
 from nearid.book import preflight, pricing, profiles
-from nearid.fileio import atomic_write_text, pid_alive
+from nearid.fileio import UnsafePath, atomic_write_text, open_no_follow, pid_alive, refuse_symlink
 
 LIB_DIR = codehash.PACKAGE_DIR
 KERNELSPEC = {"name": "python3", "language": "python", "display_name": "Python 3"}
@@ -156,22 +157,47 @@ def _inputs_digest(chapter: Chapter, out_dir: Path | None) -> str:
     return h.hexdigest()
 
 
+def _key_blocks(chapter: Chapter, profile: str, params: dict[str, Any], out_dir: Path | None) -> dict[str, bytes]:
+    """What the cache key hashes, part by part, in order (:data:`KEY_PARTS` says each in words)."""
+    blocks = {"inputs": _inputs_digest(chapter, out_dir).encode()} if reads(chapter) else {}
+    blocks["source"] = chapter.source.read_bytes()
+    blocks["parameters"] = json.dumps({"profile": profile, "params": params}, sort_keys=True).encode()
+    blocks["code"] = codehash.digest_files(chapter_code(chapter).values(), package_dir=LIB_DIR).encode()
+    blocks["packages"] = "\n".join(codehash.package_versions()).encode()
+    blocks["python"] = platform.python_version().encode()
+    blocks["threads"] = f"threads={kernel_threads()}".encode()
+    blocks["kernels"] = kernels.signature().encode()
+    return blocks
+
+
+# What each part of the key covers, as `nearid verify` names a part that changed since a run.
+KEY_PARTS = {"inputs": "the results of the chapters it reads", "source": "its source",
+             "parameters": "its profile's parameters", "code": "the nearid code it imports",
+             "packages": "the installed packages", "python": "the Python version",
+             "threads": "the kernel's thread count (NEARID_NUM_THREADS)", "kernels": "the CPU kernels"}
+
+
+def _digest(blocks: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for block in blocks.values():
+        h.update(block)
+    return h.hexdigest()
+
+
+def key_and_parts(chapter: Chapter, profile: str, params: dict[str, Any],
+                  out_dir: Path | None = None) -> tuple[str, dict[str, str]]:
+    """:func:`cache_key`, and the sha256 of each of its parts (kept in the ``.key`` file, so
+    that a stale result can say which part changed)."""
+    blocks = _key_blocks(chapter, profile, params, out_dir)
+    return _digest(blocks), {name: hashlib.sha256(block).hexdigest() for name, block in blocks.items()}
+
+
 def cache_key(chapter: Chapter, profile: str, params: dict[str, Any], out_dir: Path | None = None) -> str:
     """sha256 of the chapter source, profile, resolved parameters, the code it imports
     (:func:`chapter_code`), the results of other chapters it reads, the installed package
     versions, the Python version, the kernel's thread count (:func:`kernel_threads`) and its
     CPU kernels (:func:`nearid.kernels.signature`: portable, or native to this CPU)."""
-    h = hashlib.sha256()
-    if reads(chapter):
-        h.update(_inputs_digest(chapter, out_dir).encode())
-    h.update(chapter.source.read_bytes())
-    h.update(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode())
-    h.update(codehash.digest_files(chapter_code(chapter).values(), package_dir=LIB_DIR).encode())
-    h.update("\n".join(codehash.package_versions()).encode())
-    h.update(platform.python_version().encode())
-    h.update(f"threads={kernel_threads()}".encode())
-    h.update(kernels.signature().encode())
-    return h.hexdigest()
+    return _digest(_key_blocks(chapter, profile, params, out_dir))
 
 
 def _outputs(out_dir: Path, chapter: Chapter) -> dict[str, Path]:
@@ -209,14 +235,116 @@ def _forget_failed(out_dir: Path, chapter: Chapter) -> None:
             failed.unlink()
 
 
+def _read_key(path: Path) -> dict[str, Any]:
+    """A ``.key`` file's record; ValueError (naming it) where it is not one."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path.name} cannot be read ({exc})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("key"), str):
+        raise ValueError(f"{path.name} is not a key record (no 'key' string)")
+    return record
+
+
+def _output_edits(o: dict[str, Path], record: dict[str, Any]) -> list[str]:
+    """Outputs that are not the files their run wrote (the sha256 its ``.key`` names)."""
+    digests = record.get("outputs")
+    if not isinstance(digests, dict):
+        return [f"{o['key'].name} records no sha256 of its outputs (written by an older runner)"]
+    found = []
+    for name in ("json", "ipynb"):
+        if not o[name].is_file():
+            found.append(f"{o[name].name} is missing")
+        elif digests.get(name) != _sha256(o[name]):
+            found.append(f"edited: {o[name].name} is not the file its run wrote (its sha256 differs from "
+                         f"the one in {o['key'].name})")
+    return found
+
+
+def _staleness(chapter: Chapter, profile: str, record: dict[str, Any], out_dir: Path) -> str | None:
+    """Which parts of the key changed since the run that wrote ``record``; None if none did."""
+    key, parts = key_and_parts(chapter, profile, profiles.resolve(chapter.key, profile), out_dir)
+    if record["key"] == key:
+        return None
+    before = record.get("parts")
+    if not isinstance(before, dict) or not before:
+        return ("stale: its source, parameters, the code it imports or the packages changed since it ran "
+                "(its key predates per-part records)")
+    names = [name for name, digest in parts.items() if before.get(name) != digest]
+    others = [KEY_PARTS[name] for name in names if name != "parameters"]
+    said = [f"{', '.join(others)} changed since it ran"] if others else []
+    if "parameters" in names:
+        said.append(f"it ran with other parameters than the {profile} profile's as it stands "
+                    "(the profile changed since, or it ran with -p overrides)")
+    return "stale: " + ("; ".join(said) or "its key changed since it ran")
+
+
+def result_problem(chapter: str, profile: str, out_dir: Path, root: Path | None = None) -> str | None:
+    """Why the executed results of ``chapter`` in ``out_dir`` are not what the current code gives
+    in ``profile`` (None when they are): its last run failed (``NN_slug.failed.ipynb`` is
+    there), its outputs are not the files its run wrote (sha256 against the ``.key``), or the
+    current cache key (source, parameters, code, packages, ...) is not the one it ran under.
+    `nearid verify` reports these instead of comparing, and ``--update`` refuses them."""
+    ch = get_chapter(chapter, root)
+    o = _outputs(out_dir, ch)
+    rerun = f"rerun it (`nearid run {ch.number} --profile {profile}`)"
+    with chapter_lock(out_dir, ch, exclusive=False):
+        if os.path.lexists(o["failed"]):
+            return f"its last run failed ({o['failed'].name} is there), so its results are from an earlier run; {rerun}"
+        if not o["key"].is_file():
+            return f"no {o['key'].name} beside its results, so nothing says which run made them; {rerun}"
+        try:
+            record = _read_key(o["key"])
+        except ValueError as exc:
+            return f"{exc}; {rerun}"
+        found = _output_edits(o, record)
+        stale = _staleness(ch, profile, record, out_dir)
+    if stale:
+        found.append(stale)
+    return f"{'; '.join(found)}; {rerun}" if found else None
+
+
+def _unsafe(path: Path) -> str | None:
+    """What makes ``path`` no place for an output: "a symbolic link" (a write would go through
+    it), "not a regular file" (a FIFO blocks its reader for good), or None."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+        return "not a regular file"
+    return None
+
+
+def check_output_paths(out_dir: Path, chapters: list[Chapter], pages_dir: Path | None = None) -> None:
+    """Refuse, before any work, a symbolic link (or a FIFO, a device) where a run of
+    ``chapters`` writes or reads its own files: their outputs, locks and hidden files in
+    ``out_dir``, ``timings.json``, the report page, and anything in ``pages_dir`` (which holds
+    only pages the runner writes). A run that went on would write through the link, outside
+    the checkout (:mod:`nearid.fileio`), or hang on the FIFO."""
+    paths = [out_dir / "timings.json", out_dir / ".timings.lock", out_dir / REPORT_NAME]
+    for ch in chapters:
+        paths += [*_outputs(out_dir, ch).values(), out_dir / f".{ch.key}.lock",
+                  *out_dir.glob(f".{ch.key}.*")]
+    if pages_dir is not None and pages_dir.is_dir():
+        paths += sorted(pages_dir.iterdir())
+    found = sorted({f"{p} is {what}" for p in paths if (what := _unsafe(p))})
+    if found:
+        raise UnsafePath(f"refusing to run: {', '.join(found)}, where the runner writes its outputs (a write "
+                         "would go through a link, outside the checkout); remove it and run again")
+
+
 # ----------------------------------------------------------------------------- locks
 def _open_lock(path: Path, create: bool):
-    """The lock file opened for flock (made if ``create``), or None where it cannot be: a
-    read-only folder, in which no run can write outputs either."""
-    with contextlib.suppress(OSError):
-        return open(path, "a+" if create else "r")
-    with contextlib.suppress(OSError):
-        return open(path)
+    """The lock file opened for flock (made if ``create``), never through a link (refused:
+    :class:`~nearid.fileio.UnsafePath`), or None where it cannot be opened: a read-only
+    folder, in which no run can write outputs either."""
+    attempts = [(os.O_RDWR | os.O_CREAT, "r+")] if create else []
+    for flags, mode in [*attempts, (os.O_RDONLY, "r")]:
+        with contextlib.suppress(OSError):
+            return open_no_follow(path, flags, mode)
     return None
 
 
@@ -249,7 +377,7 @@ def chapter_lock(out_dir: Path, chapter: Chapter, exclusive: bool = True, about:
     if exclusive:
         out_dir.mkdir(parents=True, exist_ok=True)
     # a reader never makes the file: no file, no run of this chapter has started in this folder
-    fh = _open_lock(path, create=True) if exclusive else _open_lock(path, create=False) if path.exists() else None
+    fh = _open_lock(path, create=True) if exclusive else _open_lock(path, create=False) if os.path.lexists(path) else None
     if fh is None:
         if exclusive:
             raise preflight.PreflightError(f"cannot open the lock file {path}; make {out_dir} writable")
@@ -299,17 +427,64 @@ def _device_description() -> str:
     return device_description()
 
 
+def _timing_problem(records: Any) -> str | None:
+    """What makes parsed timings.json not a list of run records (None: it is one)."""
+    if not isinstance(records, list):
+        return f"it holds a JSON {type(records).__name__}, not a list of records"
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict) or not isinstance(rec.get("chapter"), str):
+            return f"record {i} is not a run record (an object with a 'chapter')"
+        if rec.get("status") == "ok" and not (isinstance(rec.get("wall_s"), (int, float))
+                                              and isinstance(rec.get("profile"), str)):
+            return f"record {i} ({rec['chapter']}) lacks its wall time or profile"
+        if not isinstance(rec.get("overrides") or {}, dict):
+            return f"record {i} ({rec['chapter']}) has overrides that are not an object"
+    return None
+
+
+def _parse_timings(text: str) -> tuple[list[dict], str | None]:
+    """(records, None), or ([], what is wrong) for a damaged timings.json."""
+    try:
+        records = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return [], f"not valid JSON: {exc}"
+    problem = _timing_problem(records)
+    return ([], problem) if problem else (records, None)
+
+
+def _read_timings(out_dir: Path, say=_say) -> list[dict]:
+    """The records of ``out_dir/timings.json`` (the caller holds :func:`_timings_lock`). A
+    damaged file is never overwritten: it is moved aside to ``timings.json.damaged-<UTC
+    time>``, one line says so, and the history starts again; a link there is refused."""
+    path = out_dir / "timings.json"
+    if not os.path.lexists(path):
+        return []
+    refuse_symlink(path)
+    if not path.is_file():
+        raise UnsafePath(f"refusing to read {path}: it is not a regular file; remove it and run again")
+    try:
+        records, problem = _parse_timings(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        records, problem = [], f"not UTF-8 text: {exc}"
+    if problem is None:
+        return records
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    aside = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while os.path.lexists(aside):
+        aside, n = path.with_name(f"{path.name}.damaged-{stamp}-{n}"), n + 1
+    os.replace(path, aside)
+    say(f"note: {path} was damaged ({problem}); kept as {aside.name}, and a new history started")
+    return []
+
+
 def _append_timing(out_dir: Path, entry: dict[str, Any]) -> None:
     """Append one record to timings.json under a file lock (chapters may run in parallel)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with _timings_lock(out_dir):
-        path = out_dir / "timings.json"
-        records = []
-        if path.is_file():
-            with contextlib.suppress(json.JSONDecodeError):
-                records = json.loads(path.read_text())
+        records = _read_timings(out_dir)
         records.append(entry)
-        atomic_write_text(path, json.dumps(records, indent=1) + "\n")
+        atomic_write_text(out_dir / "timings.json", json.dumps(records, indent=1) + "\n")
 
 
 def _failing_cell(nb_path: Path) -> int | None:
@@ -339,9 +514,8 @@ def _annotate_parameters(nb_path: Path, chapter: Chapter, profile: str, override
                     f"{' ' + ov if ov else ''}`.\n```")
             nb.cells.insert(i + 1, nbformat.v4.new_markdown_cell(text))
             break
-    tmp = nb_path.with_suffix(".annotated")
-    nbformat.write(nb, tmp)
-    os.replace(tmp, nb_path)
+    text = nbformat.writes(nb)
+    atomic_write_text(nb_path, text if text.endswith("\n") else text + "\n")  # as nbformat.write does
 
 
 TASK_CACHE = Path(".cache") / "tasks"  # under the project root; NEARID_TASK_CACHE overrides
@@ -493,13 +667,15 @@ def _remove_stale_running(out_dir: Path, chapter: Chapter) -> None:
 
 
 def execute(chapter: Chapter, profile: str, params: dict[str, Any], overrides: dict[str, Any],
-            out_dir: Path, root: Path, key: str, force: bool = False) -> dict[str, Any]:
+            out_dir: Path, root: Path, key: str, force: bool = False,
+            parts: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one chapter through papermill; move outputs into place only on success.
 
     The caller holds the chapter's lock (:func:`chapter_lock`; :func:`run_chapter` does).
     The chapter runs into hidden files named for this run (``.NN_slug.running.PID-RANDOM.*``),
     so no other run can remove or overwrite them. ``force`` makes the chapter recompute its
-    sweep tasks instead of reusing finished ones. An interrupt (Ctrl-C) kills the kernel and
+    sweep tasks instead of reusing finished ones; ``parts`` are the digests of the key's parts
+    (:func:`key_and_parts`), kept in its ``.key``. An interrupt (Ctrl-C) kills the kernel and
     removes the hidden files; the last good outputs stay as they were.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -510,36 +686,40 @@ def execute(chapter: Chapter, profile: str, params: dict[str, Any], overrides: d
     tmp_json = out_dir / f".{chapter.key}.running.{run}.json"
     INTERRUPTED.clear()
     try:
-        return _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key, force)
+        return _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key, force, parts)
     except KeyboardInterrupt:
         _stop_kernels()  # also dies with this process; stop it now for callers that go on
         logging.getLogger("papermill").disabled = False
         raise
     finally:  # whatever happened, no hidden half-written output stays behind
-        for p in (tmp_nb, tmp_json, tmp_nb.with_suffix(".annotated")):
+        for p in (tmp_nb, tmp_json):
             with contextlib.suppress(OSError):
                 p.unlink(missing_ok=True)
 
 
 def _commit(chapter: Chapter, profile: str, params: dict, overrides: dict, o: dict[str, Path],
-            tmp_nb: Path, tmp_json: Path, key: str) -> None:
+            tmp_nb: Path, tmp_json: Path, key: str, parts: dict[str, str] | None = None) -> None:
     """Move a successful run's notebook and JSON into place, then its key.
 
     The old key goes first, so that a crash part-way leaves no key (the next run executes
     again) rather than a key beside another run's outputs; the new one names the sha256 of
-    the notebook and JSON it belongs to (:func:`is_cached` checks them)."""
+    the notebook and JSON it belongs to (:func:`is_cached` checks them) and of each part of
+    the key (:func:`key_and_parts`, for `nearid verify`). A link planted at an output while
+    the chapter ran is refused (:class:`~nearid.fileio.UnsafePath`), nothing moved."""
+    for path in o.values():
+        refuse_symlink(path)
     _annotate_parameters(tmp_nb, chapter, profile, overrides)
     o["key"].unlink(missing_ok=True)
     os.replace(tmp_nb, o["ipynb"])
     os.replace(tmp_json, o["json"])
     o["failed"].unlink(missing_ok=True)
     atomic_write_text(o["key"], json.dumps({"key": key, "profile": profile, "params": params,
-                                            "code": sorted(chapter_code(chapter)),
+                                            "code": sorted(chapter_code(chapter)), "parts": parts or {},
                                             "outputs": {"ipynb": _sha256(o["ipynb"]),
                                                         "json": _sha256(o["json"])}}) + "\n")
 
 
-def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key, force) -> dict[str, Any]:
+def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key, force, parts) -> dict[str, Any]:
     import jupytext
     import papermill as pm
 
@@ -568,7 +748,9 @@ def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key
             raise ChapterFailed(chapter.key, None, "the chapter finished but wrote no results "
                                 "(call nearid.book.results.save(results_path, ...))", None)
         results = json.loads(tmp_json.read_text())
-        _commit(chapter, profile, params, overrides, o, tmp_nb, tmp_json, key)
+        _commit(chapter, profile, params, overrides, o, tmp_nb, tmp_json, key, parts)
+    except UnsafePath:
+        raise  # a link where an output belongs: refused, nothing written through it (exit code 2)
     except pm.PapermillExecutionError as exc:
         status = "failed"
         os.replace(tmp_nb, o["failed"])
@@ -627,6 +809,7 @@ def run_chapter_outcome(chapter: str, profile: str = "quick", overrides: dict[st
     params = profiles.resolve(ch.key, profile, overrides)  # fails fast on bad input
     preflight.check_environment()
     out = Path(out_dir) if out_dir else default_out_dir(root)
+    check_output_paths(out, [ch], _pages_dir(out, root))
 
     def cached() -> dict[str, Any] | None:
         if force or not is_cached(ch, cache_key(ch, profile, params, out), out):
@@ -651,8 +834,8 @@ def run_chapter_outcome(chapter: str, profile: str = "quick", overrides: dict[st
         results = cached()  # another run may have made these very outputs while this one waited
         if results is not None:
             return results, "cached"
-        key = cache_key(ch, profile, params, out)  # the results it reads may have changed meanwhile
-        return execute(ch, profile, dict(params), overrides, out, root, key, force=force), "executed"
+        key, parts = key_and_parts(ch, profile, params, out)  # the results it reads may have changed meanwhile
+        return execute(ch, profile, dict(params), overrides, out, root, key, force=force, parts=parts), "executed"
 
 
 def default_jobs() -> int:
@@ -682,10 +865,12 @@ def _expected_seconds(out: Path, profile: str) -> dict[str, float]:
     """Each chapter's last successful wall time in this profile (from timings.json), else
     the reference machine's (:data:`REFERENCE_SECONDS`; quick's proportions for `full`)."""
     seen: dict[str, float] = dict(REFERENCE_SECONDS.get(profile, REFERENCE_SECONDS["quick"]))
-    with contextlib.suppress(OSError, json.JSONDecodeError, TypeError):
-        for rec in json.loads((out / "timings.json").read_text()):
-            if rec.get("status") == "ok" and rec.get("profile") == profile:
-                seen[rec["chapter"]] = float(rec["wall_s"])
+    records: list[dict] = []
+    with contextlib.suppress(OSError, UnicodeDecodeError):  # damaged: moved aside when a record is added
+        records = _parse_timings((out / "timings.json").read_text())[0]
+    for rec in records:
+        if rec.get("status") == "ok" and rec.get("profile") == profile:
+            seen[rec["chapter"]] = float(rec["wall_s"])
     return seen
 
 
@@ -794,6 +979,7 @@ def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | 
     chapters = list_chapters(root)
     if only:
         chapters = [get_chapter(name, root) for name in only]
+    check_output_paths(out, chapters, _pages_dir(out, root))
     # chapters that read other chapters' results (the summary) run after those, one by one
     later = [ch for ch in chapters if reads(ch)]
     chapters = [ch for ch in chapters if not reads(ch)]
@@ -938,6 +1124,13 @@ def try_write_run_report(out_dir: Path, root: Path | None = None) -> str | None:
     return None
 
 
+def _pages_dir(out_dir: Path, root: Path) -> Path | None:
+    """Where the book's pages are cut to after a run into ``out_dir`` (None: not the book's folder)."""
+    from nearid.book import pages
+
+    return root / pages.PAGES_DIR if Path(out_dir).resolve() == default_out_dir(root).resolve() else None
+
+
 def try_write_pages(out_dir: Path, root: Path | None = None) -> str | None:
     """Cut the executed chapters into the book's pages (:mod:`nearid.book.pages`) when
     ``out_dir`` is the book's own folder; one line saying why not if that fails."""
@@ -1031,11 +1224,7 @@ def _profile_lines() -> list[str]:
 
 
 def _write_run_report(out_dir: Path, root: Path | None) -> Path:
-    records = []
-    path = out_dir / "timings.json"
-    if path.is_file():
-        with contextlib.suppress(json.JSONDecodeError):
-            records = json.loads(path.read_text())
+    records = _read_timings(out_dir)
     latest: dict[str, dict] = {}
     for rec in records:
         if rec.get("status") == "ok":
@@ -1051,8 +1240,8 @@ def _write_run_report(out_dir: Path, root: Path | None) -> Path:
     for key in sorted(latest):
         r = latest[key]
         ov = ", ".join(f"{k}={v}" for k, v in (r.get("overrides") or {}).items()) or "none"
-        lines.append(f"| {key} | {r['profile']} | {ov} | {r['wall_s']:.1f} | {r['device']} | "
-                     f"{r['finished']} |")
+        lines.append(f"| {key} | {r['profile']} | {ov} | {r['wall_s']:.1f} | {r.get('device', '')} | "
+                     f"{r.get('finished', '')} |")
     total = sum(r["wall_s"] for r in latest.values())
     lines += ["", f"Total execution time of the chapters shown: {total:.0f} s.", "",
               *_kernel_lines(out_dir, latest),

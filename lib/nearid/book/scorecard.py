@@ -43,6 +43,39 @@ def load_results(folder: str | os.PathLike, chapters: Iterable[str]) -> dict[str
     return out
 
 
+def of_profile(results: dict[str, dict | None], profile: str) -> tuple[dict[str, dict | None], dict[str, str]]:
+    """The results executed with ``profile`` (a chapter executed with another profile set to
+    None, like one that has not run) and ``{chapter: the profile it was executed with}`` of
+    those left out: a summary must never show one profile's numbers under another's name
+    (`nearid run 01 --profile quick`, then `nearid run 07 --profile smoke`). Raises
+    FileNotFoundError, naming what it found, when no chapter of ``profile`` is left."""
+    kept: dict[str, dict | None] = {}
+    other: dict[str, str] = {}
+    for key, res in results.items():
+        if res is not None and res.get("profile") != profile:
+            other[key] = str(res.get("profile"))
+            res = None
+        kept[key] = res
+    if not any(kept.values()):
+        found = "; ".join(f"{k} was executed with the {p} profile" for k, p in other.items())
+        raise FileNotFoundError(f"no chapter results of the {profile} profile to summarise ({found or 'none at all'}); "
+                                f"run `nearid book --profile {profile}`")
+    return kept, other
+
+
+def missing_text(results: dict[str, dict | None], other: dict[str, str], profile: str) -> str:
+    """The summary's sentence on the chapters it does not show: "none", or each one, and for a
+    chapter executed with another profile, which one and how to rerun it in ``profile``."""
+    said = []
+    for key, res in results.items():
+        if key in other:
+            said.append(f"{key} (executed with the {other[key]} profile, not {profile}: left out; "
+                        f"`nearid run {key[:2]} --profile {profile}` runs it)")
+        elif res is None:
+            said.append(key)
+    return ", ".join(said) or "none"
+
+
 CLAIM_COLUMNS = ["chapter", "claim_id", "claim", "kind", "paper", "ours", "low", "high", "verdict", "method", "n",
                  "unit", "min_n", "retraining", "test", "margin", "mde", "ica_converged", "section", "profile"]
 

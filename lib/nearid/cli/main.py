@@ -174,7 +174,8 @@ def _cmd_kernels(args) -> int:
 
 
 def _cmd_verify(args) -> int:
-    """`nearid verify`: this build's numbers against the committed reference (nearid.book.reference)."""
+    """`nearid verify`: this build's numbers against the committed reference (nearid.book.reference),
+    for results the current code made (runner.result_problem: not failed, edited or stale)."""
     from nearid.book import profiles, reference, runner
 
     root = runner.find_root()
@@ -184,13 +185,18 @@ def _cmd_verify(args) -> int:
     if args.alternate and not (args.update and args.why):
         print("nearid verify: --alternate LABEL needs --update and --why TEXT", file=sys.stderr)
         return EXIT_REFUSED
+
+    def check(key: str) -> str | None:
+        return runner.result_problem(key, args.profile, executed, root)
+
     if args.update:
         alternate = (args.alternate, args.why) if args.alternate else None
-        written = reference.update(executed, ref_dir, args.profile, chapters=only, alternate=alternate)
+        written = reference.update(executed, ref_dir, args.profile, chapters=only, alternate=alternate, check=check)
         what = f"alternate references '{args.alternate}' in" if alternate else "reference"
         print(f"{what} {ref_dir.relative_to(root)} rewritten from {len(written)} chapters: {', '.join(written)}")
         return 0
-    report = reference.verify(executed, ref_dir, args.profile, rtol=args.rtol, atol=args.atol, chapters=only)
+    report = reference.verify(executed, ref_dir, args.profile, rtol=args.rtol, atol=args.atol, chapters=only,
+                              check=check)
     print(report.text())
     return 0 if report.ok else 1
 
