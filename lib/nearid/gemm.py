@@ -29,15 +29,22 @@ models' embedding functions enter.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 from collections.abc import Iterator
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from nearid import kernels
+
+# Whether products take the OpenBLAS path here and now (set by :func:`portable_products`): read
+# by :class:`Linear`, which routes its own product without the mode (a context variable, so
+# threads running tasks side by side each have their own).
+_ROUTING: contextvars.ContextVar[bool] = contextvars.ContextVar("nearid_gemm_routing", default=False)
 
 # Products smaller than this many multiply-adds stay in torch: below it, the cost of handing a
 # product to numpy (a few microseconds) outweighs the faster kernel. A property of the shapes,
@@ -291,7 +298,7 @@ class OpenBLASProducts(TorchFunctionMode):
         if func is F.linear or func is torch._C._nn.linear:
             x, w = args[0], args[1]
             b = args[2] if len(args) > 2 else kwargs.get("bias")
-            if _plain(x, w, b) and x.dim() >= 1 and _macs(x.numel(), w.shape[0]) >= self.min_macs:
+            if _routes_linear(x, w, b, self.min_macs):
                 self._take("linear")
                 return linear(x, w, b)
         elif func in _MATMULS:
@@ -333,13 +340,49 @@ class OpenBLASProducts(TorchFunctionMode):
         return None
 
 
+def _routes_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, min_macs: int) -> bool:
+    """The mode's rule for ``F.linear``: plain float32 CPU tensors and enough multiply-adds."""
+    return _plain(x, weight, bias) and x.dim() >= 1 and _macs(x.numel(), weight.shape[0]) >= min_macs
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` whose product takes the OpenBLAS path by itself inside
+    :func:`portable_products`, by the mode's own rule, so that a model whose only products are
+    such layers can train without :class:`OpenBLASProducts` (whose Python hook on every torch
+    call cost 15-20% of a step of chapters 02 and 03's small MLPs). Same parameters, same state
+    dict, and outside :func:`portable_products` exactly ``nn.Linear``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if _ROUTING.get() and _routes_linear(x, self.weight, self.bias, MIN_MACS):
+            return linear(x, self.weight, self.bias)
+        return super().forward(x)
+
+
+def products_in_modules(model) -> bool:
+    """Whether ``model`` (an ``nn.Module``, or a bound method of one) declares that every
+    product of its forward pass and loss is one of its :class:`Linear` layers (a class
+    attribute ``products_in_modules = True``), so that it needs no mode."""
+    owner = getattr(model, "__self__", model)
+    return bool(getattr(owner, "products_in_modules", False))
+
+
 @contextlib.contextmanager
-def portable_products(device: str | torch.device | None = "cpu") -> Iterator[OpenBLASProducts | None]:
-    """Enter :class:`OpenBLASProducts` where products on ``device`` should take the OpenBLAS
-    path (the CPU, with :func:`active`); yields the mode, or None when products stay in torch
-    (a GPU, native kernels, ``$NEARID_MKL_PRODUCTS``; ``device=None`` too)."""
+def portable_products(device: str | torch.device | None = "cpu", *,
+                      mode: bool = True) -> Iterator[OpenBLASProducts | None]:
+    """Take the OpenBLAS path for products on ``device`` where they should (the CPU, with
+    :func:`active`): :class:`Linear` layers route themselves, and with ``mode`` (for models that
+    call products outside such layers) :class:`OpenBLASProducts` routes the rest. Yields the
+    mode, or None when there is none (``mode=False``, a GPU, native kernels,
+    ``$NEARID_MKL_PRODUCTS``; ``device=None`` too)."""
     if device is None or torch.device(device).type != "cpu" or not active():
         yield None
         return
-    with OpenBLASProducts() as mode:
-        yield mode
+    token = _ROUTING.set(True)
+    try:
+        if not mode:
+            yield None
+            return
+        with OpenBLASProducts() as products:
+            yield products
+    finally:
+        _ROUTING.reset(token)

@@ -96,6 +96,7 @@ def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 
     if Y is not None and len(Y) != len(X):
         raise ValueError(f"X and y differ in length: {len(X)} vs {len(Y)}")
     model.to(device).train()
+    needs_mode = not gemm.products_in_modules(model)
     opt = _adamw(model.parameters(), lr=lr, weight_decay=weight_decay)
     gen = torch.Generator().manual_seed(seed)
     result = TrainResult()
@@ -116,7 +117,8 @@ def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 
             idx = order[i:i + batch_size]
             xb = X[idx].to(device)
             batch = xb if Y is None else (xb, Y[idx].to(device))
-            with gemm.portable_products(device):  # the forward pass's products in OpenBLAS (and so its backward)
+            # the forward pass's products in OpenBLAS (and so its backward)
+            with gemm.portable_products(device, mode=needs_mode):
                 loss, _ = model.loss(batch)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -255,6 +257,6 @@ def predict(fn, X, batch_size: int = 1024, device: str | torch.device = "cpu") -
     """Apply ``fn`` (e.g. ``model.encode``) in batches without gradients; returns numpy."""
     kernels.configure_torch()  # portable CPU convolutions (nearid.kernels)
     X = _as_tensor(X)
-    with gemm.portable_products(device):
+    with gemm.portable_products(device, mode=not gemm.products_in_modules(fn)):
         outs = [fn(X[i:i + batch_size].to(device)).detach().cpu() for i in range(0, len(X), batch_size)]
     return torch.cat(outs).numpy().astype(np.float64)

@@ -118,3 +118,56 @@ def test_switch_and_signature(monkeypatch):
     assert kernels.record()["settings"][kernels.PRODUCTS_KEY] == "MKL"
     with gemm.portable_products() as mode:
         assert mode is None
+
+
+def _with_torch_linears(model):
+    """The same model with every gemm.Linear swapped for a plain nn.Linear holding its weights."""
+    for name, child in model.named_children():
+        if isinstance(child, gemm.Linear):
+            plain = torch.nn.Linear(child.in_features, child.out_features)
+            plain.load_state_dict(child.state_dict())
+            setattr(model, name, plain)
+        else:
+            _with_torch_linears(child)
+    return model
+
+
+def test_layers_that_route_themselves_train_as_the_mode_did(monkeypatch):
+    """An MLP of gemm.Linear layers trains without the mode and gives, bit for bit, what the
+    same MLP of plain nn.Linear layers gives under the mode; its products are routed."""
+    from nearid.models.autoencoder import MLPAutoencoder
+    from nearid.train import fit, predict
+
+    X = torch.rand(320, 784)
+    torch.manual_seed(0)
+    own = MLPAutoencoder(784, 8, hidden=(128, 64), decoder_slope=0.2)
+    moded = _with_torch_linears(MLPAutoencoder(784, 8, hidden=(128, 64), decoder_slope=0.2))
+    moded.load_state_dict(own.state_dict())
+    moded.products_in_modules = False  # plain layers: fit must enter the mode for them
+    assert gemm.products_in_modules(own) and gemm.products_in_modules(own.encode)
+
+    modes, routed = [], []
+    enter = gemm.OpenBLASProducts.__enter__
+    monkeypatch.setattr(gemm.OpenBLASProducts, "__enter__", lambda self: modes.append(self) or enter(self))
+    linear = gemm.linear
+    monkeypatch.setattr(gemm, "linear", lambda *a: routed.append(a[0].shape) or linear(*a))
+    fit(own, X, epochs=2, batch_size=64, weight_decay=1e-4, seed=3)
+    assert not modes and routed, "gemm.Linear should route itself, with no mode"
+    n_own = len(routed)
+    fit(moded, X, epochs=2, batch_size=64, weight_decay=1e-4, seed=3)
+    assert modes and sum(m.counts_.get("linear", 0) for m in modes) == len(routed) - n_own
+    for a, b in zip(own.parameters(), moded.parameters()):
+        assert torch.equal(a, b)
+    assert torch.equal(torch.as_tensor(predict(own.encode, X)), torch.as_tensor(predict(moded.encode, X)))
+
+
+def test_gemm_linear_is_nn_linear_outside_the_products_context():
+    layer = gemm.Linear(784, 128)
+    x = torch.rand(64, 784)
+    assert torch.equal(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias))
+    with gemm.portable_products() as mode:
+        assert mode is not None
+        with gemm.portable_products(mode=False) as none:
+            assert none is None and gemm._ROUTING.get()
+        assert gemm._ROUTING.get()
+    assert not gemm._ROUTING.get()

@@ -8,16 +8,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nearid import gemm
 from nearid.constraints import POSITIVE_INT, validate_params
 
 
 def mlp(sizes: Sequence[int], negative_slope: float = 0.0, final_activation: bool = False) -> nn.Sequential:
-    """Linear layers with leaky-ReLU between them (slope 0 = plain ReLU, 1 = linear)."""
+    """Linear layers with leaky-ReLU between them (slope 0 = plain ReLU, 1 = linear); the layers
+    are :class:`nearid.gemm.Linear`, which take the portable OpenBLAS path on their own."""
     if len(sizes) < 2:
         raise ValueError(f"an MLP needs at least input and output sizes, got {list(sizes)}")
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-        layers.append(nn.Linear(a, b))
+        layers.append(gemm.Linear(a, b))
         if i < len(sizes) - 2 or final_activation:
             layers.append(nn.LeakyReLU(negative_slope) if negative_slope > 0 else nn.ReLU())
     return nn.Sequential(*layers)
@@ -29,6 +31,10 @@ class MLPAutoencoder(nn.Module):
     ``decoder_slope`` is the decoder's leaky-ReLU negative slope alpha (chapter 03's knob);
     the encoder uses ``encoder_slope``.
     """
+
+    # every product of forward and loss is one of mlp()'s gemm.Linear layers: training needs no
+    # products mode (nearid.gemm.portable_products(mode=False))
+    products_in_modules = True
 
     @validate_params(in_dim=POSITIVE_INT, latent_dim=POSITIVE_INT)
     def __init__(self, in_dim: int, latent_dim: int, hidden: Sequence[int] = (64, 64),
