@@ -53,7 +53,7 @@ from nearid.claims import registry as claims_registry
 from nearid.experiments import ch03_bilipschitz as ch03
 from nearid.experiments.ch03_bilipschitz import (BiLipschitzSweep, chapter_sweeps, fit_sweeps, fit_theory_curve,
                                                  leak_effect, rank_correlation, same_proportionality,
-                                                 theory_fit_intervals)
+                                                 setting_labels, theory_fit_intervals)
 from nearid.verdicts import claim
 
 P = resolve("03_bilipschitz", profile, overrides)
@@ -162,13 +162,14 @@ colors = plotting.family_colors()
 #   their $L_{\max}$.
 # - Each claim is decided *holds*, *fails* or *inconclusive* by a 95% interval: a
 #   percentile bootstrap (2,000 resamples, seed 0) of the Spearman rank correlation,
-#   resampling pairs of seeds (for alignment errors) or models (for reconstruction) with
+#   resampling whole settings (decoder slope and weight decay, or digit and slope) with all
+#   their pairs of seeds for alignment errors, since the pairs of a setting share models and
+#   are not independent units, or models for reconstruction, with
 #   `nearid.verdicts.bootstrap_statistic`. The claim holds when the whole interval lies above
-#   0, fails when it lies below. Pairs that share a model are not independent, so these
-#   intervals are, if anything, too narrow.
+#   0, fails when it lies below.
 # - Whether the slope moves $L$: the difference of $L_{\mathrm{mean}}$ between the smallest
-#   and the largest $\alpha$ of the grid, paired by seed and weight decay, with a Student $t$
-#   interval.
+#   and the largest $\alpha$ of the grid, on a log scale, paired by seed and weight decay, with a
+#   Student $t$ interval.
 # - The theory curve: least squares of the rigid error on $b + c\sqrt{2L+L^2}$ over pairs,
 #   a floor $b$ (the error finite training leaves even for an isometric decoder) plus the
 #   theorem's shape, with bootstrap intervals for $b$ and $c$. The curve through the origin
@@ -217,12 +218,12 @@ verdicts = {}
 a_lo, a_hi = min(P.alphas), max(P.alphas)
 wd_lo, wd_hi = min(P.weight_decays), max(P.weight_decays)
 by_alpha = summary.groupby("alpha")[["L_mean", "L_max"]].mean()
-knob = leak_effect(sweep.models_, alpha_a=a_lo, alpha_b=a_hi)
+knob = leak_effect(sweep.models_, alpha_a=a_lo, alpha_b=a_hi, log=True)
 verdicts["leak_moves_L"] = claim(
     knob, f"Figure A.3: the decoder's bi-Lipschitz constant is smaller for the linear decoder (alpha = {a_hi:g}) "
     f"than for the ReLU decoder (alpha = {a_lo:g}), i.e. B(z) tightens around 1 at the linear end "
     "(the paper's alpha -> 0)", section="ch03-knob",
-    ours_label=f"L_mean(alpha={a_lo:g}) - L_mean(alpha={a_hi:g}), paired by seed and weight decay")
+    ours_label=f"log L_mean(alpha={a_lo:g}) - log L_mean(alpha={a_hi:g}), paired by seed and weight decay")
 n_inf = int((~np.isfinite(sweep.B_.B)).sum())
 spread = B.groupby("alpha").B.apply(lambda b: float(np.quantile(b, 0.9) / np.quantile(b, 0.1)))
 at_lo = summary[summary.alpha == a_lo].set_index("weight_decay")
@@ -236,6 +237,7 @@ for name, value in dict(a_lo=a_lo, a_hi=a_hi, wd_lo=wd_lo, wd_hi=wd_hi,
                         L_lo_wd_lo=at_lo.loc[wd_lo, "L_mean"], L_lo_wd_hi=at_lo.loc[wd_hi, "L_mean"],
                         L_hi_wd_lo=at_hi.loc[wd_lo, "L_mean"], L_hi_wd_hi=at_hi.loc[wd_hi, "L_mean"],
                         knob_est=knob.estimate, knob_lo=knob.low, knob_hi=knob.high, knob_n=knob.n,
+                        knob_factor=float(np.exp(knob.estimate)),
                         knob_verdict=knob.verdict).items():
     glue(name, value)
 glue("tightens_at", f"{a_hi:g} (the linear end)" if knob.estimate > 0 else f"{a_lo:g} (the ReLU end)")
@@ -255,11 +257,13 @@ glue("wd_effect", {frozenset({-1.0}): "Weight decay lowers L at both ends of the
 # averaged over seeds and weight decays, $L_{\mathrm{mean}}$ is {glue:text}`L_a_lo:.2f` at
 # $\alpha=${glue:text}`a_lo:g` and {glue:text}`L_a_hi:.2f` at $\alpha=${glue:text}`a_hi:g`, and
 # $L_{\max}$ {glue:text}`Lmax_a_lo:.2f` and {glue:text}`Lmax_a_hi:.2f`. Paired by seed and
-# weight decay ({glue:text}`knob_n` pairs of models), $L_{\mathrm{mean}}$ at
-# $\alpha=${glue:text}`a_lo:g` minus $L_{\mathrm{mean}}$ at $\alpha=${glue:text}`a_hi:g` is
-# {glue:text}`knob_est:.2f` (95% interval {glue:text}`knob_lo:.2f` to
-# {glue:text}`knob_hi:.2f`; that the linear end has the smaller constant, verdict:
-# **{glue:text}`knob_verdict`**). The spread of $B(z)$ across
+# weight decay ({glue:text}`knob_n` pairs of models), $\log L_{\mathrm{mean}}$ at
+# $\alpha=${glue:text}`a_lo:g` minus $\log L_{\mathrm{mean}}$ at $\alpha=${glue:text}`a_hi:g`
+# is {glue:text}`knob_est:.2f` (a factor of {glue:text}`knob_factor:.2f`; 95% interval
+# {glue:text}`knob_lo:.2f` to {glue:text}`knob_hi:.2f`; that the linear end has the smaller
+# constant, verdict: **{glue:text}`knob_verdict`**). We compare logarithms, declared in the
+# registry of claims: $B(z) = 1 + L(z)$ tightening around 1 is $L$ shrinking by a factor, and
+# on a log scale one model with a large $L$ cannot decide the verdict alone. The spread of $B(z)$ across
 # images (90th over 10th percentile) is {glue:text}`spread_a_lo:.2f` at
 # $\alpha=${glue:text}`a_lo:g` and {glue:text}`spread_a_hi:.2f` at $\alpha=${glue:text}`a_hi:g`,
 # where the decoder is linear and every image sees the same Jacobian.
@@ -307,18 +311,20 @@ plt.show()
 
 # %% tags=["remove-cell"]
 nonlinear = pairs[pairs.alpha < 1.0]
-rho = {"all": rank_correlation(pairs.L_mean, pairs.rigid_error),
-       "max": rank_correlation(pairs.L_max, pairs.rigid_error),
-       "lin": rank_correlation(pairs.L_mean, pairs.linear_error)}
+settings = setting_labels(pairs)  # pairs of one setting share models: the bootstrap resamples settings
+rho = {"all": rank_correlation(pairs.L_mean, pairs.rigid_error, groups=settings),
+       "max": rank_correlation(pairs.L_max, pairs.rigid_error, groups=settings),
+       "lin": rank_correlation(pairs.L_mean, pairs.linear_error, groups=settings)}
 if len(nonlinear) >= 3:
-    rho["nonlinear"] = rank_correlation(nonlinear.L_mean, nonlinear.rigid_error)
-coef = theory_fit_intervals(pairs.L_mean, pairs.rigid_error)
+    rho["nonlinear"] = rank_correlation(nonlinear.L_mean, nonlinear.rigid_error, groups=setting_labels(nonlinear))
+coef = theory_fit_intervals(pairs.L_mean, pairs.rigid_error, groups=settings)
 verdicts["rigid_rises_with_L"] = claim(
     rho["all"], "Figure 2: the rigid error between independently trained autoencoders rises with the decoder's "
     "bi-Lipschitz constant L (rank correlation > 0)", section="ch03-rigid",
     ours_label="Spearman rho(L_mean, rigid error) over pairs of seeds")
 a4_margin = claims_registry()["rigid_rises_with_Lmax"].margin
-same = same_proportionality(pairs.L_mean, pairs.L_max, pairs.rigid_error, margin=a4_margin, seed=P.seed)
+same = same_proportionality(pairs.L_mean, pairs.L_max, pairs.rigid_error, margin=a4_margin, groups=settings,
+                            seed=P.seed)
 verdicts["rigid_rises_with_Lmax"] = claim(
     same, "Figure A.4: the rigid error follows the maximum bi-Lipschitz estimate as it follows the mean one "
     "(the two rank correlations equal within the declared margin)", section="ch03-rigid",
@@ -358,14 +364,15 @@ for name, value in dict(fit_b=f_mean.b, fit_c=f_mean.c, fit_r2=f_mean.r2, fit_r2
     glue(name, value)
 
 # %% [markdown]
-# Over {glue:text}`rho_all_n` pairs, the Spearman rank correlation between
+# Over the pairs of seeds of {glue:text}`rho_all_n` settings (the interval resamples whole
+# settings, since a setting's pairs share models), the Spearman rank correlation between
 # $L_{\mathrm{mean}}$ and the rigid error is {glue:text}`rho_all:.2f` (95% interval
 # {glue:text}`rho_all_lo:.2f` to {glue:text}`rho_all_hi:.2f`; that the rigid error rises
 # with $L$, verdict: **{glue:text}`rho_all_verdict`**). With $L_{\max}$ (Figure A.4) it is
 # {glue:text}`rho_max:.2f` ({glue:text}`rho_max_lo:.2f` to {glue:text}`rho_max_hi:.2f`).
 # Figure A.4's caption says the proportionality "does not appear to differ" between the two
 # estimates, so we test that as equivalence: the difference of the two correlations is
-# {glue:text}`a4_diff:+.2f` (95% bootstrap interval over pairs {glue:text}`a4_lo:+.2f` to
+# {glue:text}`a4_diff:+.2f` (95% bootstrap interval over settings {glue:text}`a4_lo:+.2f` to
 # {glue:text}`a4_hi:+.2f`), against a margin of ±{glue:text}`a4_margin` declared in the
 # registry of claims; verdict: **{glue:text}`a4_verdict`**. {glue:text}`nonlinear_sentence`. Setting means of
 # the rigid error range from {glue:text}`rigid_min:.3f` to {glue:text}`rigid_max:.3f` of the
@@ -450,7 +457,7 @@ if digit_budgets:
 digit_scale = []
 for n in digit_budgets:
     dp = sweeps[f"digits_{n}"].pairs_
-    v = rank_correlation(dp.L_mean, dp.rigid_error)
+    v = rank_correlation(dp.L_mean, dp.rigid_error, groups=setting_labels(dp))
     digit_scale.append(dict(n_train=n, images_per_digit=float(sweeps[f"digits_{n}"].models_.n_train.mean()),
                             rigid_error=float(dp.rigid_error.mean()), **v.to_dict()))
 digit_scale = pd.DataFrame(digit_scale)
@@ -466,7 +473,7 @@ if len(digit_scale):
 
 # %% tags=["remove-cell"]
 if digit_budgets:
-    dig_v = rank_correlation(dpairs.L_mean, dpairs.rigid_error)
+    dig_v = rank_correlation(dpairs.L_mean, dpairs.rigid_error, groups=setting_labels(digit_sweep.pairs_))
     verdicts["digits_rigid_rises_with_L"] = claim(
         dig_v, "Figure A.6: in digit-specific models the rigid error between seeds also rises with L",
         section="ch03-digits", ours_label="Spearman rho(L_mean, rigid error) over digit models' pairs of seeds")
@@ -492,7 +499,7 @@ else:
         glue(name, float("nan"))
 
 # %% [markdown]
-# For digits {glue:text}`digits` ({glue:text}`dig_n` pairs of seeds at the largest budget;
+# For digits {glue:text}`digits` (the pairs of seeds of {glue:text}`dig_n` settings at the largest budget;
 # grey lines: the floor-plus-shape fit per digit), the rank correlation between
 # $L_{\mathrm{mean}}$ and the rigid error is {glue:text}`dig_rho:.2f` (95% interval
 # {glue:text}`dig_lo:.2f` to {glue:text}`dig_hi:.2f`; that the error rises with $L$ in

@@ -56,8 +56,9 @@ from nearid.book.results import glue, glue_tally, glue_verdict
 from nearid.claims import registry as claims_registry
 from nearid.data import procedural
 from nearid.data.procedural import FACTOR_GRIDS, grid_size, traversal
-from nearid.experiments.ch05_disentanglement import (BASELINES, DEFAULT_HYPER, INFOMEC, MODEL_LABELS, MODELS,
-                                                     SCORE_LABELS, VARIANT_ROW, claims, collect, eval_factors,
+from nearid.experiments.ch05_disentanglement import (BASELINES, CONVERGED_INFOE_CHECK, DEFAULT_HYPER, INFOMEC,
+                                                     MODEL_LABELS, MODELS, SCORE_LABELS, VARIANT_ROW, claims,
+                                                     collect, converged_infoe_check, eval_factors,
                                                      paired_differences, paper_comparison, plan, summarise,
                                                      table2_payload, train_and_score, trend_change,
                                                      trend_summary)
@@ -114,15 +115,15 @@ if P.dry_run:
 # {cite}`eastwood2018dci` and {term}`MIG` {cite}`chen2018tcvae` are reported as secondary
 # scores.
 #
-# **One change to {term}`InfoE`, declared here.** The reference code fits the logistic
-# regression on standardised latents and stops L-BFGS after 100 iterations. On an
-# autoencoder's correlated latents that fit is far from converged, and it stops further
-# from the optimum for a correlated code than for a whitened one, which biases every
-# comparison with ICA. We whiten the latents before the fit (onto every direction with
-# non-zero variance) and let L-BFGS run until it converges. The unpenalised optimum does not
-# change under an invertible linear map of the inputs, so this computes the same quantity
-# as the reference, to convergence; a unit test checks it against Newton's method on the
-# standardised latents, and that no fit stops unconverged on a realistic entangled code.
+# **{term}`InfoE` two ways, declared here.** The reference code fits the logistic regression
+# on standardised latents and stops L-BFGS after 100 iterations; that is the InfoE of the
+# paper's Table 2, and the one our verdicts test against it. On an autoencoder's correlated
+# latents that fit stops short of its optimum, and further short for a correlated code than
+# for a decorrelated one. So we also fit the same probe to convergence, on latents whitened
+# onto every direction with non-zero variance ("InfoE at convergence"): the unpenalised
+# optimum does not change under an invertible linear map of the inputs, so this is the
+# quantity the reference probe is heading for (a unit test checks it against Newton's
+# method on the standardised latents). The gap between the two is a finding, shown below.
 #
 # ```{literalinclude} ../../lib/nearid/metrics/infomec.py
 # :pyobject: infoe
@@ -221,10 +222,13 @@ plt.show()
 #
 # **What the two can do to InfoE, before any result.** InfoE is the accuracy of a linear
 # probe from the whole code to each factor. An invertible linear map gives the probe the same
-# set of functions, so InfoE(AE + ICA) = InfoE(AE) up to the probe's optimiser; keeping $K$ of
-# the $2K$ directions gives it a subset of them, so InfoE(AE + ICA (top K)) ≤ InfoE(AE).
-# Neither can raise InfoE, while the paper's Table 2 prints AE + ICA's InfoE at or above the
-# AE's on every dataset; we test those cells anyway, as the paper prints them.
+# set of functions, so at convergence InfoE(AE + ICA) = InfoE(AE); keeping $K$ of the $2K$
+# directions gives it a subset of them, so InfoE(AE + ICA (top K)) ≤ InfoE(AE). Neither can
+# raise InfoE at convergence. The paper's Table 2 prints AE + ICA's InfoE at or above the
+# AE's on every dataset, with a probe stopped after 100 iterations, which can gain from ICA
+# only because ICA's decorrelated, unit-variance code is easier for it to fit in that many
+# steps. Our verdicts test the paper's cells with the paper's probe; beside them, a declared
+# check of the method tests that at convergence the difference is zero.
 #
 # **Verdicts.** Each claim is a paired comparison over seeds: for every seed, the score of
 # AE + ICA minus the score of the AE trained with that seed (or of a baseline trained with
@@ -442,17 +446,31 @@ for tag, row in (("headline", "ae_ica"), ("variant", VARIANT_ROW[P.ica_keep])):
     glue(f"ica_{tag}_runs", len(fits))
 glue("topk_variance_min", min(v["variance_kept"] for (_, key, _), v in bench.ica_components.items() if key == top_k))
 glue("infoe_unconverged", bench.infoe_unconverged)
+glue("infoe_capped", bench.infoe_capped)
 glue("infoe_fits", bench.infoe_fits)
+variants_converged = bench.scores.pivot_table(index=["dataset", "seed"], columns="model", values="infoe_converged")
+glue("infoe_converged_whole_gap", float((variants_converged[whole] - variants_converged["ae"]).abs().max()))
+probe_check = converged_infoe_check(bench.scores, datasets=list(P.datasets), whole=whole)
+glue_verdict("converged_check", probe_check[CONVERGED_INFOE_CHECK], digits=5, signed=True)
+glue("converged_check_margin", probe_check[CONVERGED_INFOE_CHECK]["margin"])
 
 # %% [markdown] tags=["new-page:ica-step"]
+# (ch05-ica-step)=
 # ## What the ICA step changes
 #
 # The NMI matrices of {numref}`fig-05-nmi` show where each factor's information sits, in
 # the AE's code and after the ICA step.
 #
-# Across all datasets and seeds, InfoE of AE + ICA on the whole code differs from the AE's by
-# at most {glue:text}`infoe_whole_gap:.4f`: the invertible map leaves the linear probe
-# nothing to gain or lose, as argued in the protocol. The top-$K$ variant keeps at least
+# **Where the paper's InfoE gain comes from.** With the probe run to convergence, InfoE of
+# AE + ICA on the whole code differs from the AE's by at most
+# {glue:text}`infoe_converged_whole_gap:.1e` across all datasets and seeds; averaged over the
+# datasets the paired difference is {glue:text}`converged_check_estimate`
+# ({glue:text}`converged_check_low` to {glue:text}`converged_check_high`), so the declared
+# check that it is zero within ±{glue:text}`converged_check_margin` {glue:text}`converged_check_reads`.
+# That is fixed by construction (a check of our method, not a result about the paper). With
+# the paper's probe, stopped after 100 iterations, the same codes differ by up to
+# {glue:text}`infoe_whole_gap:.3f`: whatever InfoE gain ICA shows in Table 2's way of scoring
+# comes from where that probe stops, not from what the code holds. The top-$K$ variant keeps at least
 # {glue:text}`topk_variance_min:.1%` of the training codes' variance in every run and drops
 # the rest, with whatever information about the factors it held (an unpenalised linear probe
 # is blind to scale, so little variance is not little information). Aggregated
@@ -474,8 +492,9 @@ glue("infoe_fits", bench.infoe_fits)
 # {glue:text}`ica_headline_runs` fits behind the verdicts (and in
 # {glue:text}`ica_variant_not_converged` of {glue:text}`ica_variant_runs` fits of the variant
 # beside them); a verdict that rests on one is flagged on the summary page.
-# {glue:text}`infoe_unconverged` of InfoE's {glue:text}`infoe_fits` logistic fits stopped
-# before converging.
+# Of the probe run to convergence, {glue:text}`infoe_unconverged` of its logistic fits
+# stopped before converging; the paper's probe stopped at its cap of 100 iterations in
+# {glue:text}`infoe_capped` of its {glue:text}`infoe_fits` fits, by design.
 
 # %% tags=["remove-input"]
 variants = summary.pivot(index="dataset", columns="model", values="infom_mean")
@@ -615,7 +634,7 @@ payload = {
     "table2": table2_payload(summary, datasets=list(P.datasets)),
     "table2_std": table2_payload(summary, datasets=list(P.datasets), stat="std"),
     "aggregated": table2_payload(summary, datasets=["aggregated"]).get("aggregated", {}),
-    "verdicts": verdicts,
+    "verdicts": {**verdicts, **probe_check},
     "paper_comparison": paper_comparison(summary, list(P.datasets)),
     "scale_trend": trend.to_dict(orient="records"),
     "ica_keep": P.ica_keep,
@@ -624,6 +643,7 @@ payload = {
     "seeds": [P.seed + i for i in range(P.seeds)],
     "ica_converged": {f"{d}/{k}/{s}": bool(v) for (d, k, s), v in bench.ica_converged.items()},
     "infoe_unconverged": bench.infoe_unconverged,
+    "infoe_capped": bench.infoe_capped,
     "infoe_fits": bench.infoe_fits,
     "seconds": {f"{d}/{m}/{s}": float(v) for (d, m, s), v in bench.seconds.items()},
     "paper_table2": paper.TABLE2,

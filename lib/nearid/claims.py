@@ -68,11 +68,18 @@ def _entry(raw: dict, where: str) -> Claim:
             raise ValueError(f"{where}: {name} {raw[name]!r}; valid: {', '.join(allowed)}")
     if raw["kind"] in ("paper_claim", "paper_number", "paper_tie") and not (raw.get("paper") or {}).get("where"):
         raise ValueError(f"{where}: a {raw['kind']} names where the paper says it (paper.where)")
+    def lines(items, what: str) -> None:  # "- key: value" in YAML is a mapping, not a line of text
+        bad = [item for item in items or () if not isinstance(item, str)]
+        if bad:
+            raise ValueError(f"{where}: {what} holds {bad[0]!r}, not a line of text (quote a line with ': ' in it)")
+
+    lines(raw.get("protocol"), "protocol")
     for j, old in enumerate(raw.get("history") or []):
         lacking = sorted({"until", "protocol", "verdict"} - set(old or {}))
         if lacking:
             raise ValueError(f"{where}: history entry {j + 1} lacks {lacking} (the commit that changed it, "
                              "the protocol then, the verdict it gave)")
+        lines(old["protocol"], f"history entry {j + 1}'s protocol")
     if raw["retraining"] == "not resampled" and not raw.get("min_trainings"):
         raise ValueError(f"{where}: a verdict on one training declares min_trainings (the target)")
     return Claim(**{**raw, "protocol": tuple(raw.get("protocol") or ()), "history": tuple(raw.get("history") or ()),

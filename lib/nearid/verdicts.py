@@ -107,23 +107,40 @@ def paired_difference(a, b=None, *, threshold: float = 0.0, method: str = "boots
 
 
 def bootstrap_statistic(statistic: Callable[..., float], *arrays, threshold: float = 0.0,
-                        confidence: float = CONFIDENCE, n_boot: int = N_BOOT, seed: int = 0) -> Verdict:
-    """Decide "statistic(*arrays) > threshold", resampling the rows of all arrays jointly."""
+                        confidence: float = CONFIDENCE, n_boot: int = N_BOOT, seed: int = 0,
+                        groups=None) -> Verdict:
+    """Decide "statistic(*arrays) > threshold", resampling the rows of all arrays jointly.
+
+    With ``groups`` (one label per row), whole groups are resampled instead (a cluster
+    bootstrap): rows that share a group, e.g. pairs of seeds that share trained models or
+    settings, are not independent units, and resampling them one by one would make the
+    interval too narrow. ``n`` is then the number of groups."""
     arrays = [np.asarray(x) for x in arrays]
     n = len(arrays[0])
     if any(len(x) != n for x in arrays):
         raise ValueError("the arrays must have the same number of rows")
     est = float(statistic(*arrays))
     rng = np.random.default_rng(seed)
-    boots = np.array([statistic(*[x[idx] for x in arrays])
-                      for idx in rng.integers(0, n, size=(n_boot, n))], dtype=np.float64)
+    if groups is None:
+        draws = (idx for idx in rng.integers(0, n, size=(n_boot, n)))
+        units = n
+    else:
+        labels = np.asarray(groups)
+        if len(labels) != n:
+            raise ValueError(f"groups needs one label per row: {len(labels)} labels for {n} rows")
+        _, code = np.unique(labels, return_inverse=True)
+        members = [np.flatnonzero(code == g) for g in range(code.max() + 1)]
+        units = len(members)
+        draws = (np.concatenate([members[g] for g in pick])
+                 for pick in rng.integers(0, units, size=(n_boot, units)))
+    boots = np.array([statistic(*[x[idx] for x in arrays]) for idx in draws], dtype=np.float64)
     boots = boots[np.isfinite(boots)]
     alpha = 1 - confidence
     if boots.size < n_boot // 2:
         low = high = float("nan")
     else:
         low, high = (float(v) for v in np.quantile(boots, [alpha / 2, 1 - alpha / 2]))
-    return Verdict(est, low, high, decide(low, high, threshold), n, "bootstrap", threshold)
+    return Verdict(est, low, high, decide(low, high, threshold), units, "bootstrap", threshold)
 
 
 TESTS = ("superiority", "non_inferiority", "equivalence")

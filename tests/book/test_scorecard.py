@@ -11,7 +11,7 @@ from nearid.verdicts import Verdict, claim
 def _results():
     return {
         "04_alignment": {"profile": "quick",
-                         "verdicts": {"order_cnn_widths_rigid_linear": claim(
+                         "verdicts": {"order_cnn_widths_ica_rigid": claim(
                              Verdict(0.1, 0.0, 0.2, "inconclusive", 9, "t"), "x | y", section="ch04-verdict",
                              paper=None)},
                          "paper_comparison": [{"table": "Table 1", "row": "mae", "column": "ica", "ours": 0.2,
@@ -27,7 +27,7 @@ def _results():
 
 def test_tables_counts_and_markdown():
     claims = scorecard.claims_table(_results())
-    assert list(claims.claim_id) == ["order_cnn_widths_rigid_linear", "weight_decay_makes_codes_rigid"]
+    assert list(claims.claim_id) == ["order_cnn_widths_ica_rigid", "weight_decay_makes_codes_rigid"]
     assert list(claims.kind) == ["paper_number", "hypothesis"], "kinds come from the registry"
     assert claims.loc[0, "profile"] == "quick" and claims.loc[0, "retraining"] == "resampled"
     assert claims.loc[0, "test"] == "superiority" and claims.loc[0, "margin"] == 0.0
@@ -41,7 +41,7 @@ def test_tables_counts_and_markdown():
     assert "x \\| y" in md and "{ref}`inconclusive <ch04-verdict>`" in md and "0.10 [0.00, 0.20]" in md
     assert "| 9 |" in md and "| 3 (below 5) |" in md and "| > 0 |" in md
     res = _results()
-    res["04_alignment"]["verdicts"]["order_cnn_widths_rigid_linear"]["ica_converged"] = False
+    res["04_alignment"]["verdicts"]["order_cnn_widths_ica_rigid"]["ica_converged"] = False
     flagged = scorecard.claims_table(res)
     assert flagged.loc[0, "ica_converged"] is False and flagged.loc[1, "ica_converged"] is None
     assert "| 9 (FastICA unconverged) |" in scorecard.to_markdown(flagged)
@@ -179,3 +179,25 @@ def test_chapter_tallies_count_the_papers_claims_per_chapter():
     assert got["all"] == {"holds": 2, "inconclusive": 2, "fails": 1, "other": 2}
     md = scorecard.tallies_markdown(tallies)
     assert "| 05 disentanglement | 2 | 1 | 1 | 1 |" in md and "| **all** | **2** | **2** | **1** | 2 |" in md
+
+
+def test_fdr_verdicts_cover_the_counted_claims_only():
+    """BH across the counted claims: a row not counted gets None; one claim that holds clearly
+    keeps its verdict; claims that hold only at 95% each, among many nulls, read inconclusive."""
+    strong = claim(Verdict(0.5, 0.4, 0.6, "holds", 9, "t"), "strong", section="ch04-verdict")
+    weak = claim(Verdict(0.1, 0.001, 0.199, "holds", 9, "t"), "weak", section="ch04-verdict")
+    null = claim(Verdict(0.0, -0.1, 0.1, "inconclusive", 9, "t"), "null", section="ch04-verdict")
+    res = {"04_alignment": {"profile": "quick", "verdicts": {
+        "order_cnn_widths_ica_rigid": strong, "order_cnn_widths_permutation_ica": weak,
+        **{f"order_{m}_ica_rigid": null for m in ("gpt_neox_seeds", "mae_timm_vs_ours", "resnet18_seeds")},
+        "order_resnet18_seeds_permutation_ica": null, "order_cnn_widths_rigid_linear": strong}},
+        "02_isometric_dgp": _results()["02_isometric_dgp"]}
+    claims = scorecard.claims_table(res).set_index("claim_id")
+    assert claims.loc["weight_decay_makes_codes_rigid", "verdict_fdr"] is None  # a hypothesis
+    assert claims.loc["order_cnn_widths_rigid_linear", "verdict_fdr"] is None  # a check of the method
+    assert claims.loc["order_cnn_widths_ica_rigid", "verdict_fdr"] == "holds"
+    assert claims.loc["order_cnn_widths_permutation_ica", "verdict"] == "holds"
+    assert claims.loc["order_cnn_widths_permutation_ica", "verdict_fdr"] == "inconclusive"
+    counted = scorecard.paper_claims(claims.reset_index())
+    assert scorecard.verdict_counts(counted, "verdict_fdr")["holds"] == 1
+    assert "| BH |" in scorecard.to_markdown(claims.reset_index())

@@ -183,3 +183,24 @@ def test_fieller_interval_covers_a_ratio_and_refuses_a_vanishing_denominator():
     assert fieller_interval([0.01, 0.02, 0.01], [0.03, -0.02, 0.01])[1:] == (float("-inf"), float("inf"))
     with pytest.raises(ValueError, match="pair"):
         fieller_interval([1.0, 2.0], [1.0])
+
+
+def test_cluster_bootstrap_resamples_whole_groups():
+    """Rows that repeat one unit (here each value four times) are one unit: resampling groups
+    gives n = the number of groups and a wider interval than resampling the rows as if each
+    were independent; without groups, the rows are the units as before."""
+    from nearid.verdicts import bootstrap_statistic
+
+    rng = np.random.default_rng(1)
+    units = rng.normal(0.3, 1.0, size=8)
+    rows = np.repeat(units, 4)
+    groups = np.repeat(np.arange(8), 4)
+    by_row = bootstrap_statistic(np.mean, rows)
+    by_group = bootstrap_statistic(np.mean, rows, groups=groups)
+    assert by_row.n == 32 and by_group.n == 8
+    assert by_group.estimate == by_row.estimate
+    assert (by_group.high - by_group.low) > 1.5 * (by_row.high - by_row.low)
+    alone = bootstrap_statistic(np.mean, units)
+    assert by_group.high - by_group.low == pytest.approx(alone.high - alone.low, rel=0.25)
+    with pytest.raises(ValueError, match="one label per row"):
+        bootstrap_statistic(np.mean, rows, groups=groups[:-1])

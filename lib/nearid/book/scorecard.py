@@ -77,7 +77,8 @@ def missing_text(results: dict[str, dict | None], other: dict[str, str], profile
 
 
 CLAIM_COLUMNS = ["chapter", "claim_id", "claim", "kind", "paper", "ours", "low", "high", "verdict", "method", "n",
-                 "unit", "min_n", "retraining", "test", "margin", "mde", "ica_converged", "section", "profile"]
+                 "unit", "min_n", "retraining", "test", "margin", "mde", "ica_converged", "section", "profile",
+                 "verdict_fdr"]
 
 
 def claims_table(results: dict[str, dict | None]) -> pd.DataFrame:
@@ -108,8 +109,29 @@ def claims_table(results: dict[str, dict | None]) -> pd.DataFrame:
                              "test": entry.test if entry else None, "margin": entry.margin if entry else None,
                              "mde": minimum_detectable_effect(rec["low"], rec["high"], rec.get("n"), rec.get("method")),
                              "ica_converged": rec.get("ica_converged"),
-                             "section": rec["section"], "profile": res.get("profile", "?")})
-    return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
+                             "section": rec["section"], "profile": res.get("profile", "?"), "verdict_fdr": None})
+    out = pd.DataFrame(rows, columns=CLAIM_COLUMNS)
+    return with_fdr_verdicts(out)
+
+
+def with_fdr_verdicts(claims: pd.DataFrame) -> pd.DataFrame:
+    """``claims`` with ``verdict_fdr``: each counted claim's verdict when the false discovery
+    rate is controlled across all counted claims at 5% (Benjamini-Hochberg,
+    :func:`nearid.verdicts.fdr_verdicts`), None for rows not counted. Forty-odd claims each
+    tested at 95% hold or fail by chance a few times; this column does not count those."""
+    from nearid.claims import COUNTED_KINDS
+    from nearid.verdicts import fdr_verdicts
+
+    out = claims.copy()
+    counted = out.index[out["kind"].isin(COUNTED_KINDS)]
+    records = {i: {k: out.at[i, k] for k in ("low", "high", "n", "method", "test", "margin")} for i in counted}
+    for k, rec in records.items():  # pandas gives NaN and numpy numbers: back to plain values
+        rec["n"] = None if pd.isna(rec["n"]) else int(rec["n"])
+        rec["low"] = None if pd.isna(rec["low"]) else float(rec["low"])
+        rec["high"] = None if pd.isna(rec["high"]) else float(rec["high"])
+    out["verdict_fdr"] = pd.Series(fdr_verdicts(records), dtype=object).reindex(out.index)
+    out["verdict_fdr"] = out["verdict_fdr"].astype(object).where(out["verdict_fdr"].notna(), None)
+    return out
 
 
 def comparison_table(results: dict[str, dict | None]) -> pd.DataFrame:
@@ -373,14 +395,16 @@ def _claims_lines(claims: pd.DataFrame, stmts: pd.DataFrame) -> list[str]:
 
 def _detail_lines(claims: pd.DataFrame, stmts: pd.DataFrame) -> list[str]:
     """One line per claim, folded ones unfolded, in the order of ``stmts``: its chip, its id
-    in the registry, how its interval is read, its MDE (rounded as its interval) and n."""
+    in the registry, how its interval is read, its MDE (rounded as its interval), n, and its
+    verdict under false discovery rate control (counted claims only)."""
     lines = []
     for s in stmts.itertuples():
         for i in s.rows:
             r = claims.iloc[i]
             d = interval_decimals(r.low, r.high)
+            fdr = "" if r.verdict_fdr is None else verdict_chip(r.verdict_fdr)
             lines.append(f"| {verdict_chip(r.verdict)} | `{r.claim_id}` | {test_mark(r.test, r.margin)} | "
-                         f"{format_at(r.mde, d)} | {_n_cell(r)} |")
+                         f"{format_at(r.mde, d)} | {_n_cell(r)} | {fdr} |")
     return lines
 
 
@@ -406,10 +430,11 @@ def to_markdown(claims: pd.DataFrame) -> str:
         blocks.append(_table(f"{title}: {said}.", f"tbl-07-{kind.replace('_', '-')}",
                              "| verdict | claim, ours [95% interval], the paper's number |", "| :-- | :-- |",
                              _claims_lines(claims, sub)))
-        detail = _table(f"{title}: the test, MDE and n of each row.", f"tbl-07-{kind.replace('_', '-')}-detail",
-                        "| | claim (registry id) | test | MDE | n |", "| :-- | :-- | :-- | --: | :-- |",
+        detail = _table(f"{title}: the test, MDE and n of each row, and its verdict with the false discovery "
+                        "rate controlled across the counted claims (BH).", f"tbl-07-{kind.replace('_', '-')}-detail",
+                        "| | claim (registry id) | test | MDE | n | BH |", "| :-- | :-- | :-- | --: | :-- | :-- |",
                         _detail_lines(claims, sub))
-        blocks.append(f"::::{{dropdown}} Test, MDE and n of each row\n{detail}\n::::")
+        blocks.append(f"::::{{dropdown}} Test, MDE, n and BH verdict of each row\n{detail}\n::::")
     return "\n\n".join(blocks)
 
 
@@ -441,9 +466,10 @@ def tallies_markdown(tallies: pd.DataFrame) -> str:
     return _table(caption, "tbl-07-tallies", f"| chapter | {head} | other |", "| :-- | --: | --: | --: | --: |", lines)
 
 
-def verdict_counts(claims: pd.DataFrame) -> dict[str, int]:
-    """How many claims hold, are inconclusive, fail."""
-    counts = claims["verdict"].value_counts()
+def verdict_counts(claims: pd.DataFrame, column: str = "verdict") -> dict[str, int]:
+    """How many claims hold, are inconclusive, fail (by ``column``: "verdict", or
+    "verdict_fdr" for the verdicts under false discovery rate control)."""
+    counts = claims[column].value_counts()
     return {v: int(counts.get(v, 0)) for v in VERDICT_ORDER}
 
 

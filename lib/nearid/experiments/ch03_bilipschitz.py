@@ -437,11 +437,11 @@ def fit_theory_curve(L, error, *, intercept: bool = True) -> TheoryFit:
     return TheoryFit(c=float(coef[0]), b=float(coef[1]) if intercept else 0.0, r2=r2, n=int(L.size))
 
 
-def theory_fit_intervals(L, error, *, seed: int = 0, n_boot: int = 2000) -> dict[str, Verdict]:
+def theory_fit_intervals(L, error, *, groups=None, seed: int = 0, n_boot: int = 2000) -> dict[str, Verdict]:
     """The floor b and slope c of :func:`fit_theory_curve`, each with a 95% bootstrap interval
-    over the (L, error) points; the verdict of "c" decides "the error rises with
-    sqrt(2L + L^2) above the floor" (c > 0)."""
-    L, error = _finite_pairs(L, error)
+    over the (L, error) points (or over whole ``groups``, :func:`rank_correlation`); the
+    verdict of "c" decides "the error rises with sqrt(2L + L^2) above the floor" (c > 0)."""
+    (L, error), groups = _finite_rows(L, error, groups=groups)
 
     def coef(name):
         def stat(x, y):
@@ -450,7 +450,8 @@ def theory_fit_intervals(L, error, *, seed: int = 0, n_boot: int = 2000) -> dict
             return getattr(fit_theory_curve(x, y), name)
         return stat
 
-    return {name: bootstrap_statistic(coef(name), L, error, seed=seed, n_boot=n_boot) for name in ("b", "c")}
+    return {name: bootstrap_statistic(coef(name), L, error, seed=seed, n_boot=n_boot, groups=groups)
+            for name in ("b", "c")}
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -462,41 +463,62 @@ def spearman_rho(x, y) -> float:
     return float(np.corrcoef(rankdata(x), rankdata(y))[0, 1])
 
 
-def rank_correlation(x, y, *, seed: int = 0, n_boot: int = 2000) -> Verdict:
+def _finite_rows(*columns, groups=None):
+    """The rows where every column is finite (and their groups' labels, when given)."""
+    cols = [np.asarray(c, dtype=np.float64) for c in columns]
+    ok = np.logical_and.reduce([np.isfinite(c) for c in cols])
+    return [c[ok] for c in cols], (None if groups is None else np.asarray(groups)[ok])
+
+
+def setting_labels(pairs: pd.DataFrame, columns: Sequence[str] = tuple(SETTING)) -> np.ndarray:
+    """One label per row naming its setting (group, alpha, weight decay): the clusters of the
+    pair-based verdicts' bootstrap, since the pairs of one setting share trained models."""
+    return pairs[list(columns)].astype(str).agg("/".join, axis=1).to_numpy()
+
+
+def rank_correlation(x, y, *, groups=None, seed: int = 0, n_boot: int = 2000) -> Verdict:
     """Decide "Spearman(x, y) > 0" with a 95% bootstrap interval, resampling the (x, y) rows
-    (pairs of seeds, or models) jointly."""
-    x, y = _finite_pairs(x, y)
+    jointly, or, with ``groups`` (e.g. the setting of each pair of seeds), whole groups: pairs
+    of one setting share trained models, so they are not independent units."""
+    (x, y), groups = _finite_rows(x, y, groups=groups)
     if x.size < 3:
         raise ValueError(f"need at least 3 finite points for a rank correlation, got {x.size}")
-    return bootstrap_statistic(spearman_rho, x, y, seed=seed, n_boot=n_boot)
+    return bootstrap_statistic(spearman_rho, x, y, seed=seed, n_boot=n_boot, groups=groups)
 
 
-def same_proportionality(l_mean, l_max, error, *, margin: float, seed: int = 0, n_boot: int = 2000) -> Verdict:
+def same_proportionality(l_mean, l_max, error, *, margin: float, groups=None, seed: int = 0,
+                         n_boot: int = 2000) -> Verdict:
     """Figure A.4's claim, "the proportionality does not differ whether the max or the mean
     bi-Lipschitz constant is estimated", as an equivalence test: Spearman(l_max, error) minus
     Spearman(l_mean, error), a 95% bootstrap interval resampling the rows (pairs of seeds)
-    jointly, holds when it lies inside +-``margin`` (declared in the registry of claims)."""
+    jointly, or whole ``groups`` (:func:`rank_correlation`), holds when it lies inside
+    +-``margin`` (declared in the registry of claims)."""
     from nearid.verdicts import under_test
 
-    lm, lx, e = (np.asarray(v, dtype=np.float64) for v in (l_mean, l_max, error))
-    ok = np.isfinite(lm) & np.isfinite(lx) & np.isfinite(e)
-    if ok.sum() < 3:
-        raise ValueError(f"need at least 3 rows with finite L_mean, L_max and error, got {int(ok.sum())}")
-    v = bootstrap_statistic(lambda a, b, y: spearman_rho(b, y) - spearman_rho(a, y), lm[ok], lx[ok], e[ok],
-                            seed=seed, n_boot=n_boot)
+    (lm, lx, e), groups = _finite_rows(l_mean, l_max, error, groups=groups)
+    if lm.size < 3:
+        raise ValueError(f"need at least 3 rows with finite L_mean, L_max and error, got {lm.size}")
+    v = bootstrap_statistic(lambda a, b, y: spearman_rho(b, y) - spearman_rho(a, y), lm, lx, e,
+                            seed=seed, n_boot=n_boot, groups=groups)
     return under_test(v, "equivalence", margin)
 
 
-def leak_effect(models: pd.DataFrame, *, alpha_a: float, alpha_b: float, column: str = "L_mean") -> Verdict:
+def leak_effect(models: pd.DataFrame, *, alpha_a: float, alpha_b: float, column: str = "L_mean",
+                log: bool = False) -> Verdict:
     """Decide "``column`` is larger at ``alpha_a`` than at ``alpha_b``" from differences paired by
-    (group, weight decay, seed), with a t interval (few units)."""
+    (group, weight decay, seed), with a t interval (few units). With ``log``, the differences
+    of ``log(column)``: a ratio, so that one model with a large L does not set the verdict
+    (B(z) = 1 + L(z) tightening around 1 is L shrinking by a factor)."""
     key = ["group", "weight_decay", "seed"]
     a = models[models.alpha == alpha_a].set_index(key)[column]
     b = models[models.alpha == alpha_b].set_index(key)[column]
     both = a.index.intersection(b.index)
     if len(both) < 2:
         raise ValueError(f"need >= 2 (group, weight decay, seed) units at both alphas, got {len(both)}")
-    return paired_difference(a.loc[both].to_numpy(), b.loc[both].to_numpy(), method="t")
+    va, vb = a.loc[both].to_numpy(dtype=np.float64), b.loc[both].to_numpy(dtype=np.float64)
+    if log:
+        va, vb = np.log(va), np.log(vb)
+    return paired_difference(va, vb, method="t")
 
 
 # --------------------------------------------------------------------------- evaluation, priced

@@ -14,7 +14,7 @@ from nearid.book.profiles import resolve
 from nearid.experiments.ch03_bilipschitz import (DRY_RUN_EVAL_ROWS, DRY_RUN_STEPS, MIN_MEASURED, BiLipschitzSweep,
                                                  fit_sweeps,
                                                  fit_theory_curve, leak_effect, load_images, plan, rank_correlation,
-                                                 spearman_rho, summarise, theory_curve, theory_fit_intervals,
+                                                 setting_labels, spearman_rho, summarise, theory_curve, theory_fit_intervals,
                                                  train_and_measure, train_autoencoder)
 
 TINY = dict(dataset="sklearn_digits", n_train=600, n_test=300, latent_dim=3, hidden=(16,), epochs=2, log=None)
@@ -228,3 +228,20 @@ def test_evaluation_plan_prices_every_seed_pair_and_exercise_at_the_chapters_sha
     assert ch03.seed_pair_alignments(**small, max_steps=2) == 2, "a plan times a few pairs, then scales up"
     assert ch03.seed_pair_alignments(**small) == 5
     assert ch03.verdict_bootstraps(pairs=4, nonlinear_pairs=2, models=8, margin=0.2) == 8
+
+
+def test_leak_effect_on_a_log_scale_and_settings_as_clusters():
+    """log=True compares log L (a ratio: one model with a huge L cannot decide it), and the
+    pair-based verdicts resample settings, so n counts settings, not pairs."""
+    models = pd.DataFrame({"group": "all", "weight_decay": 0.0, "seed": [0, 1, 2, 0, 1, 2],
+                           "alpha": [0.0, 0.0, 0.0, 1.0, 1.0, 1.0], "L_mean": [2.0, 4.0, 400.0, 1.0, 2.0, 4.0]})
+    raw = leak_effect(models, alpha_a=0.0, alpha_b=1.0)
+    logged = leak_effect(models, alpha_a=0.0, alpha_b=1.0, log=True)
+    assert raw.estimate == pytest.approx((1 + 2 + 396) / 3)
+    assert logged.estimate == pytest.approx(np.log(2 * 2 * 100) / 3)
+    pairs = pd.DataFrame({"group": "all", "alpha": np.repeat([0.0, 0.2, 0.5, 1.0], 3), "weight_decay": 0.0,
+                          "L_mean": np.arange(12.0), "rigid_error": np.arange(12.0) + 0.1})
+    labels = setting_labels(pairs)
+    assert len(set(labels)) == 4 and labels[0] == labels[2] != labels[3]
+    v = rank_correlation(pairs.L_mean, pairs.rigid_error, groups=labels)
+    assert v.n == 4 and v.estimate == pytest.approx(1.0)
