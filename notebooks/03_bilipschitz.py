@@ -162,11 +162,8 @@ colors = plotting.family_colors()
 #   their $L_{\max}$.
 # - Each claim is decided *holds*, *fails* or *inconclusive* by a 95% interval: a
 #   percentile bootstrap (2,000 resamples, seed 0) of the Spearman rank correlation,
-#   resampling whole settings (decoder slope and weight decay, or digit and slope) with all
-#   their pairs of seeds for alignment errors, since the pairs of a setting share models and
-#   are not independent units, or models for reconstruction, with
-#   `nearid.verdicts.bootstrap_statistic`. The claim holds when the whole interval lies above
-#   0, fails when it lies below.
+#   resampling whole settings (slope and weight decay, or digit and slope) with all their pairs of seeds for alignment errors (a setting's pairs share models), or models for reconstruction,
+#   with `nearid.verdicts.bootstrap_statistic`. The claim holds when the whole interval lies above 0, fails when it lies below.
 # - Whether the slope moves $L$: the difference of $L_{\mathrm{mean}}$ between the smallest
 #   and the largest $\alpha$ of the grid, on a log scale, paired by seed and weight decay, with a
 #   Student $t$ interval.
@@ -257,13 +254,8 @@ glue("wd_effect", {frozenset({-1.0}): "Weight decay lowers L at both ends of the
 # averaged over seeds and weight decays, $L_{\mathrm{mean}}$ is {glue:text}`L_a_lo:.2f` at
 # $\alpha=${glue:text}`a_lo:g` and {glue:text}`L_a_hi:.2f` at $\alpha=${glue:text}`a_hi:g`, and
 # $L_{\max}$ {glue:text}`Lmax_a_lo:.2f` and {glue:text}`Lmax_a_hi:.2f`. Paired by seed and
-# weight decay ({glue:text}`knob_n` pairs of models), $\log L_{\mathrm{mean}}$ at
-# $\alpha=${glue:text}`a_lo:g` minus $\log L_{\mathrm{mean}}$ at $\alpha=${glue:text}`a_hi:g`
-# is {glue:text}`knob_est:.2f` (a factor of {glue:text}`knob_factor:.2f`; 95% interval
-# {glue:text}`knob_lo:.2f` to {glue:text}`knob_hi:.2f`; that the linear end has the smaller
-# constant, verdict: **{glue:text}`knob_verdict`**). We compare logarithms, declared in the
-# registry of claims: $B(z) = 1 + L(z)$ tightening around 1 is $L$ shrinking by a factor, and
-# on a log scale one model with a large $L$ cannot decide the verdict alone. The spread of $B(z)$ across
+# weight decay ({glue:text}`knob_n` pairs of models), $\log L_{\mathrm{mean}}$ at $\alpha=${glue:text}`a_lo:g` minus at $\alpha=${glue:text}`a_hi:g` is {glue:text}`knob_est:.2f` (a factor of {glue:text}`knob_factor:.2f`; 95% interval {glue:text}`knob_lo:.2f` to {glue:text}`knob_hi:.2f`; that the linear end has the smaller constant, verdict: **{glue:text}`knob_verdict`**).
+# Logarithms, as the registry declares: $B(z) = 1 + L(z)$ tightening around 1 is $L$ shrinking by a factor, and one model with a large $L$ cannot decide it alone. The spread of $B(z)$ across
 # images (90th over 10th percentile) is {glue:text}`spread_a_lo:.2f` at
 # $\alpha=${glue:text}`a_lo:g` and {glue:text}`spread_a_hi:.2f` at $\alpha=${glue:text}`a_hi:g`,
 # where the decoder is linear and every image sees the same Jacobian.

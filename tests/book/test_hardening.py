@@ -247,7 +247,7 @@ def test_chapter_07_in_smoke_does_not_show_chapter_01s_quick_numbers(tmp_path):
     for key in READS["07_summary"]:
         doc = {"profile": "smoke", "verdicts": {}, "paper_comparison": []}
         if key == "04_alignment":
-            doc["verdicts"]["order_mae_timm_vs_ours_rigid_linear"] = rec
+            doc["verdicts"]["order_mae_timm_vs_ours_ica_rigid"] = rec
             doc["paper_comparison"] = [{"table": "Table 1", "row": "mae", "column": "rigid", "ours": 0.14,
                                         "paper": 0.109}]
         if key == "01_definitions":  # a quick number that must not be shown under smoke

@@ -18,7 +18,7 @@ def _fake_results(folder, verdict="holds"):
     for key in READS["07_summary"]:
         doc = {"profile": "smoke", "verdicts": {}, "paper_comparison": []}
         if key == "04_alignment":
-            doc["verdicts"]["order_mae_timm_vs_ours_rigid_linear"] = rec
+            doc["verdicts"]["order_mae_timm_vs_ours_ica_rigid"] = rec
             doc["paper_comparison"] = [{"table": "Table 1", "row": "mae", "column": "rigid", "ours": 0.14,
                                         "paper": 0.109}]
         (folder / f"{key}.json").write_text(json.dumps(doc))
@@ -39,7 +39,7 @@ def test_summary_reads_every_chapter_and_follows_a_changed_json(tmp_path):
     run_chapter("07", profile="smoke", out_dir=tmp_path)
     assert len(json.loads((tmp_path / "timings.json").read_text())) == 1
     # a chapter's results change by hand: the summary is stale and follows
-    doc["verdicts"]["order_mae_timm_vs_ours_rigid_linear"].update(verdict="fails", estimate=-0.1, low=-0.2, high=-0.05)
+    doc["verdicts"]["order_mae_timm_vs_ours_ica_rigid"].update(verdict="fails", estimate=-0.1, low=-0.2, high=-0.05)
     (tmp_path / "04_alignment.json").write_text(json.dumps(doc))
     res = run_chapter("07", profile="smoke", out_dir=tmp_path)
     assert res["counts"] == {"holds": 0, "inconclusive": 0, "fails": 1}
