@@ -822,6 +822,7 @@ def run_chapter_outcome(chapter: str, profile: str = "quick", overrides: dict[st
     if results is not None:
         return results, "cached"
     preflight.check_chapter(ch.key, params)
+    preflight.check_caches(task_cache=root / TASK_CACHE)  # the kernel's default cache: before it computes
     preflight.check_writable(out)
     if priced:
         cost = pricing.price(ch.key, profile, params, out, device=pricing.device_kind(params))
@@ -995,6 +996,7 @@ def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | 
         preflight.check_chapter(ch.key, profiles.resolve(ch.key, profile))
     if todo or any(force or not is_cached(ch, cache_key(ch, profile, profiles.resolve(ch.key, profile), out), out)
                    for ch in later):
+        preflight.check_caches(task_cache=root / TASK_CACHE)
         preflight.check_writable(out)
     costs = []
     for ch in todo:

