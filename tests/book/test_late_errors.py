@@ -4,6 +4,8 @@ parameter or file and what it accepts."""
 
 import time
 
+import pytest
+
 import test_hardening
 
 project, cli_project = test_hardening.project, test_hardening.cli_project  # the same fixtures
@@ -33,3 +35,45 @@ def test_nearid_data_writes_where_nearid_data_points(tmp_path, monkeypatch, caps
     monkeypatch.setenv("NEARID_DATA", str(tmp_path / "mine"))
     assert cli.main(["data"]) == 0
     assert (tmp_path / "mine" / "provisioned" / "MNIST" / "raw" / "train-images-idx3-ubyte").is_file()
+
+
+# ------------------------------------------------------------------ sizes of a run
+def _int_intervals(constraint):
+    """The int Interval of a constraint, or of a list's elements; None for other kinds."""
+    from nearid.constraints import Interval, ListOf
+
+    inner = constraint.item if isinstance(constraint, ListOf) else constraint
+    return inner if isinstance(inner, Interval) and inner.kind is int else None
+
+
+def test_every_whole_number_parameter_has_an_upper_bound_far_above_full():
+    from nearid.book import params, profiles
+
+    SIZE_BOUNDS = {params.MAX_WIDTH, params.MAX_ROWS, params.MAX_EPOCHS, params.MAX_BATCH, params.MAX_DEPTH,
+                   params.MAX_IMAGE, params.MAX_COUNT}
+
+    for chapter, constraints in profiles.CONSTRAINTS.items():
+        full = profiles.CHAPTERS[chapter]["full"]
+        for name, constraint in constraints.items():
+            interval = _int_intervals(constraint)
+            if interval is None:
+                continue
+            assert interval.high is not None, f"{chapter}: {name} has no upper bound"
+            if interval.high not in SIZE_BOUNDS:
+                continue  # a data set's size (MNIST's 60,000 images), the seed, the replicates
+            values = full.get(name, [])
+            for value in values if isinstance(values, list) else [values]:
+                assert value <= interval.high / 8, (chapter, name, value, interval.high)
+
+
+@pytest.mark.parametrize("chapter,param,value", [("02", "hidden", 2_000_000_000), ("05", "hidden", 2_000_000_000),
+                                                 ("03", "hidden", [2_000_000_000]), ("04", "lm_train_windows", 10**12),
+                                                 ("06", "cells_per_well", 10**9), ("02", "epochs", 10**9)])
+def test_a_huge_size_is_refused_before_any_work_with_its_range(chapter, param, value, capsys):
+    from nearid.cli import main as cli
+
+    start = time.monotonic()
+    assert cli.main(["run", chapter, "--profile", "smoke", "-p", f"{param}={value}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"'{param}" in err and "allowed: " in err and "an int in [" in err, err
+    assert time.monotonic() - start < 20

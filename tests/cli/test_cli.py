@@ -175,7 +175,7 @@ def scratch_root(tmp_path, root):
     (["run", "04", "-p", "fit_fraction=0"], "'fit_fraction' got 0; allowed: a number in (0, 1)"),
     (["run", "02", "-p", "seeds=0"], "'seeds' got 0; allowed: an int in [2, 1000]"),
     (["run", "02", "-p", "seeds=1"], "'seeds' got 1; allowed: an int in [2, 1000]"),
-    (["run", "03", "-p", "epochs=-1"], "'epochs' got -1; allowed: an int >= 1"),
+    (["run", "03", "-p", "epochs=-1"], "'epochs' got -1; allowed: an int in [1, 100000]"),
     (["run", "03", "-p", "alphas=[]"], "'alphas' got []; allowed: a list of at least 1 element"),
     (["run", "01", "-p", "noise_levels=[]"], "'noise_levels' got []; allowed: a list of at least 1 element"),
     (["run", "02", "-p", "deltas=[]"], "'deltas' got []; allowed: a list of at least 1 element"),
