@@ -124,3 +124,105 @@ def test_rxrx_files_are_looked_into_before_any_work(scratch_root, tmp_path, caps
     strings, _ = _rxrx_files(tmp_path / "strings", {"feature_0": ["a", "b"]})
     with pytest.raises(InvalidParameterError, match=f"{strings}: feature columns must be numeric"):
         profiles.resolve("06", "smoke", {"rxrx_embeddings": strings, "rxrx_metadata": meta})
+
+
+# ------------------------------------------------------------------ output files of commands
+def test_plan_checks_its_json_path_before_timing_anything(monkeypatch, tmp_path, capsys):
+    from nearid import planning
+    from nearid.cli import main as cli
+
+    monkeypatch.setattr(planning, "plan_chapters", lambda *a, **k: pytest.fail("timed before the check"))
+    (tmp_path / "afile").write_text("x")
+    for target, words in ((tmp_path / "afile" / "plan.json", "is a file, not a folder"),
+                          (tmp_path / "afile" / "deeper" / "plan.json", "cannot be made: "),
+                          (tmp_path, "is a folder")):
+        start = time.monotonic()
+        assert cli.main(["plan", "01", "--profile", "smoke", "--json", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--json {target}: cannot write the estimates there" in err, err
+        assert words in err and time.monotonic() - start < 20
+
+
+def test_plan_never_writes_its_json_through_a_link(monkeypatch, tmp_path, capsys):
+    from nearid import planning
+    from nearid.cli import main as cli
+
+    victim, link = tmp_path / "victim.txt", tmp_path / "plan.json"
+    victim.write_text("precious\n")
+    link.symlink_to(victim)
+    monkeypatch.setattr(planning, "plan_chapters", lambda *a, **k: pytest.fail("timed before the check"))
+    assert cli.main(["plan", "01", "--profile", "smoke", "--json", str(link)]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err and victim.read_text() == "precious\n"
+
+
+def test_align_checks_its_plot_path_before_computing(tmp_path, monkeypatch, capsys):
+    import numpy as np
+
+    from nearid.cli import align as align_cli
+
+    monkeypatch.setattr(align_cli, "compute_layers", lambda *a, **k: pytest.fail("computed before the check"))
+    np.savez(tmp_path / "a.npz", x=np.ones((10, 2)))
+    (tmp_path / "afile").write_text("x")
+    for target, words in ((tmp_path / "afile" / "sub" / "map.png", "cannot be made: "),
+                          (tmp_path / "afile" / "map.png", "is a file, not a folder")):
+        args = ["--layers", str(tmp_path / "a.npz"), str(tmp_path / "a.npz"), "--plot", str(target)]
+        assert align_cli.main(args) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "cannot write the heatmap there" in err and words in err, err
+
+
+def test_the_heatmap_is_never_written_through_a_link(tmp_path):
+    import pandas as pd
+
+    from nearid.book.plotting import plot_layer_matrix
+    from nearid.fileio import UnsafePath
+
+    victim, link = tmp_path / "victim.txt", tmp_path / "map.png"
+    victim.write_text("precious\n")
+    link.symlink_to(victim)
+    df = pd.DataFrame([[0.1, 0.2], [0.3, 0.4]], index=["a0", "a1"], columns=["b0", "b1"])
+    df.attrs.update(metric="rigid", lower_is_better=True)
+    with pytest.raises(UnsafePath):
+        plot_layer_matrix(df, link)
+    assert victim.read_text() == "precious\n"
+    plot_layer_matrix(df, tmp_path / "ok.svg")
+    assert (tmp_path / "ok.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_papermill_saves_the_working_notebook_without_following_links(tmp_path):
+    import nbformat
+    from papermill.iorw import write_ipynb
+
+    from nearid.book import runner
+    from nearid.fileio import UnsafePath
+
+    runner._papermill_writes_without_following_links()
+    runner._papermill_writes_without_following_links()  # twice: still one handler
+    nb = nbformat.v4.new_notebook()
+    victim, link = tmp_path / "victim.txt", tmp_path / ".01_x.running.1-ab.ipynb"
+    victim.write_text("precious\n")
+    link.symlink_to(victim)
+    with pytest.raises(UnsafePath):
+        write_ipynb(nb, str(link))
+    assert victim.read_text() == "precious\n"
+    write_ipynb(nb, str(tmp_path / "ok.ipynb"))
+    assert nbformat.read(tmp_path / "ok.ipynb", as_version=4).cells == []
+
+
+def test_the_pdf_and_its_page_are_never_written_through_links(tmp_path):
+    from nearid.book import pdf
+    from nearid.fileio import UnsafePath
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "book.pdf").symlink_to(victim)
+    html = tmp_path / "index.html"
+    html.write_text('<meta http-equiv="refresh" content="0; url=book/intro.html">')
+    with pytest.raises(UnsafePath):
+        pdf.print_pdf("true", html, tmp_path / "book.pdf")
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "intro.html").write_text("<p>intro</p>")
+    (tmp_path / "nearid-book.html").symlink_to(victim)
+    with pytest.raises(UnsafePath):
+        pdf.single_page(tmp_path)
+    assert victim.read_text() == "precious\n"

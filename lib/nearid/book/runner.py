@@ -585,6 +585,23 @@ def _quiet_interrupted_run(loop) -> None:
     loop.set_exception_handler(lambda loop, context: None)
 
 
+def _papermill_writes_without_following_links() -> None:
+    """papermill saves the working notebook after every cell with ``open(path, "w")``, which
+    would write through a link planted at ``.NN_slug.running.*.ipynb`` while the chapter runs:
+    its local handler is swapped for one that writes a fresh file and renames it into place
+    (:func:`nearid.fileio.atomic_write_text`, refusing a link). Idempotent."""
+    from papermill.iorw import LocalHandler, papermill_io
+    from papermill.utils import chdir
+
+    class NoFollowHandler(LocalHandler):
+        def write(self, buf, path):
+            with chdir(self._cwd):
+                atomic_write_text(path, buf)
+
+    papermill_io._handlers = [(scheme, NoFollowHandler() if scheme == "local" and type(h) is LocalHandler else h)
+                              for scheme, h in papermill_io._handlers]
+
+
 def _kernel_manager_class() -> type:
     """A kernel manager that starts :mod:`nearid.book.kernel` (a kernel that dies with this
     process) in this very Python, whatever kernelspecs are installed, and remembers it so an
@@ -738,6 +755,7 @@ def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key
             "python": platform.python_version(), "host": platform.node(), "pid": os.getpid(),
         })
 
+    _papermill_writes_without_following_links()
     try:
         with _kernel_environment(root, force):
             pm.execute_notebook(nb, str(tmp_nb), kernel_name=KERNELSPEC["name"], progress_bar=False,

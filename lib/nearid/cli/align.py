@@ -172,6 +172,12 @@ def _check_plot_path(path: str | None) -> None:
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in (".png", ".pdf", ".svg"):
         raise ValueError(f"--plot {path}: unsupported image type {suffix or '(none)'!r}; valid: .png, .pdf, .svg")
+    from nearid.fileio import new_file_problem
+
+    problem = new_file_problem(path)  # checked before minutes of work, not after
+    if problem:
+        raise ValueError(f"--plot {path}: cannot write the heatmap there: {problem}; allowed: a new or regular "
+                         "file in a folder you can write")
 
 
 def _layers_json(df) -> dict:

@@ -124,13 +124,18 @@ def _elapsed(started: float) -> str:
 
 def _cmd_plan(args) -> int:
     """`nearid plan`: estimate the time and memory of chapters' sweeps (nearid.planning)."""
-    import os
-
     from nearid import planning
     from nearid.book import profiles, runner
 
     started = time.monotonic()
-    json_path = Path(args.json).resolve() if args.json else None
+    json_path = Path(os.path.abspath(args.json)) if args.json else None  # a link there is refused, not followed
+    if json_path:
+        from nearid.fileio import new_file_problem
+
+        problem = new_file_problem(json_path)  # before timing every task, not after
+        if problem:
+            raise ValueError(f"--json {args.json}: cannot write the estimates there: {problem}; allowed: a new or "
+                             "regular file in a folder you can write")
     os.chdir(runner.find_root())  # tasks read data/ relative to the project, as in a chapter's kernel
     overrides = profiles.parse_overrides(args.param)
     keys = [profiles.chapter_key(c) for c in args.chapter] or list(profiles.CHAPTERS)
@@ -153,8 +158,10 @@ def _cmd_plan(args) -> int:
     report["wall_s"] = time.monotonic() - started
     print(f"timed in {_elapsed(started)} (wall)", flush=True)
     if json_path:
-        json_path.write_text(json.dumps({"profile": args.profile, "overrides": overrides, **report},
-                                        indent=1, default=str) + "\n")
+        from nearid.fileio import atomic_write_text
+
+        atomic_write_text(json_path, json.dumps({"profile": args.profile, "overrides": overrides, **report},
+                                                indent=1, default=str) + "\n")
     return 0 if report["complete"] else 1
 
 
