@@ -39,16 +39,16 @@ class Constraint(ABC):
         """What is allowed, in words, for error messages."""
 
     def fail(self, name: str, value: Any) -> None:
-        raise InvalidParameterError(f"parameter {name!r} got {_shown(value)}; allowed: {self.describe()}")
+        raise InvalidParameterError(f"parameter {name!r} got {shown(value)}; allowed: {self.describe()}")
 
 
-def _shown(value: Any, limit: int = 80) -> str:
+def shown(value: Any, limit: int = 80) -> str:
     """A value as an error message shows it: its repr, cut after ``limit`` characters (a
     400-digit number or a 100 kB string is not echoed whole)."""
-    return _cut(repr(value), limit)
+    return cut(repr(value), limit)
 
 
-def _cut(text: str, limit: int) -> str:
+def cut(text: str, limit: int = 80) -> str:
     """``text`` cut after ``limit`` characters."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
@@ -115,7 +115,7 @@ class Options(Constraint):
 
     def fail(self, name: str, value: Any) -> None:
         if self.noun is not None:
-            raise InvalidParameterError(f"unknown {self.noun} {_shown(value)}; valid: {', '.join(map(str, self.values))}")
+            raise InvalidParameterError(f"unknown {self.noun} {shown(value)}; valid: {', '.join(map(str, self.values))}")
         super().fail(name, value)
 
     @property
@@ -177,8 +177,8 @@ class FileOrEmpty(Constraint):
             try:
                 self.content(value)
             except ValueError as exc:
-                why = _cut(" ".join(str(exc).split()), 300)
-                raise InvalidParameterError(f"parameter {name!r} got {_shown(value)}: {why}; "
+                why = cut(" ".join(str(exc).split()), 300)
+                raise InvalidParameterError(f"parameter {name!r} got {shown(value)}: {why}; "
                                             f"allowed: {self.describe()}") from None
         return value
 
@@ -211,7 +211,7 @@ class ListOf(Constraint):
             except InvalidParameterError:
                 if getattr(self.item, "noun", None):
                     raise
-                raise InvalidParameterError(f"parameter {name!r} got {_shown(value)}: element {i} is {_shown(v)}; "
+                raise InvalidParameterError(f"parameter {name!r} got {shown(value)}: element {i} is {shown(v)}; "
                                             f"allowed: {self.describe()}") from None
         return out
 

@@ -226,3 +226,66 @@ def test_the_pdf_and_its_page_are_never_written_through_links(tmp_path):
     with pytest.raises(UnsafePath):
         pdf.single_page(tmp_path)
     assert victim.read_text() == "precious\n"
+
+
+# ------------------------------------------------------------------ polish (item 10)
+def test_100000_minus_signs_and_100_kb_values_give_one_short_line():
+    from nearid.book import profiles
+    from nearid.constraints import InvalidParameterError
+
+    for text in ("seed=" + "-" * 100_000 + "1", "hidden=" + "x" * 100_000, "hidden=[" + "1," * 30_000 + "]"):
+        key, value = profiles.parse_override(text)
+        with pytest.raises(InvalidParameterError) as info:
+            profiles.resolve("02", "smoke", {key: value})
+        message = str(info.value)
+        assert len(message) < 300 and "\n" not in message and "characters)" in message, message[:400]
+    for texts in (["k" * 100_000 + "=1"], ["x" * 100_000], ["seed=1", "seed=" + "2" * 100_000]):
+        with pytest.raises((ValueError, KeyError)) as info:
+            profiles.resolve("02", "smoke", profiles.parse_overrides(texts))
+        assert len(str(info.value)) < 600, str(info.value)[:700]
+
+
+def test_only_the_same_chapter_twice_runs_it_once(cli_project, project, monkeypatch):
+    import json
+
+    from nearid.book import runner
+
+    priced, check = [], runner.pricing.check
+    monkeypatch.setattr(runner.pricing, "check", lambda costs, **k: (priced.append(len(costs)), check(costs, **k)))
+    assert cli_project.main(["book", "--profile", "smoke", "--only", "98", "98_tiny", "--jobs", "2",
+                             "--no-build"]) == 0
+    assert priced == [1], "one chapter priced, once"
+    runs = [r for r in json.loads((project / "book" / "executed" / "timings.json").read_text())
+            if r["chapter"] == "98_tiny"]
+    assert len(runs) == 1, runs
+
+
+@pytest.fixture
+def verified(cli_project, project):
+    assert cli_project.main(["run", "98", "--profile", "smoke"]) == 0
+    assert cli_project.main(["verify", "--profile", "smoke", "--update", "--only", "98"]) == 0
+    return project / "book" / "executed", project / "book" / "reference" / "smoke"
+
+
+@pytest.mark.parametrize("content,words", [("[]", "holds a JSON list, not a chapter's results"),
+                                           ('{"value": ', "is not valid JSON (Expecting value at line 1"),
+                                           ("fifo", "is not a regular file")])
+def test_verify_names_a_results_file_that_is_not_one(cli_project, verified, content, words, capsys):
+    import os
+
+    executed, ref = verified
+    path = executed / "98_tiny.json"
+    path.unlink()
+    if content == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text(content)
+    capsys.readouterr()
+    start = time.monotonic()
+    assert cli_project.main(["verify", "--profile", "smoke", "--only", "98", "98"]) == 1
+    out = capsys.readouterr().out
+    assert f"98_tiny: {path} {words}" in out and time.monotonic() - start < 20, out
+    assert out.count(f"{path}") == 1, "the chapter is checked once"
+    assert cli_project.main(["verify", "--profile", "smoke", "--update", "--only", "98"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path} {words}" in err, err

@@ -996,8 +996,8 @@ def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | 
     kernel_threads()  # a bad NEARID_NUM_THREADS fails here, before any work
     preflight.check_environment()
     chapters = list_chapters(root)
-    if only:
-        chapters = [get_chapter(name, root) for name in only]
+    if only:  # `--only 01 01` or `--only 1 01_definitions` names one chapter: run it once
+        chapters = list({ch.key: ch for ch in (get_chapter(name, root) for name in only)}.values())
     check_output_paths(out, chapters, _pages_dir(out, root))
     # chapters that read other chapters' results (the summary) run after those, one by one
     later = [ch for ch in chapters if reads(ch)]

@@ -193,7 +193,7 @@ def _cmd_verify(args) -> int:
     root = runner.find_root()
     executed = Path(args.executed) if args.executed else runner.default_out_dir(root)
     ref_dir = reference.reference_dir(root, args.profile)
-    only = [profiles.chapter_key(c) for c in args.only] if args.only else None
+    only = list(dict.fromkeys(profiles.chapter_key(c) for c in args.only)) if args.only else None  # 01 01: once
     if args.alternate and not (args.update and args.why):
         print("nearid verify: --alternate LABEL needs --update and --why TEXT", file=sys.stderr)
         return EXIT_REFUSED
