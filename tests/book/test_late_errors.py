@@ -289,3 +289,33 @@ def test_verify_names_a_results_file_that_is_not_one(cli_project, verified, cont
     assert cli_project.main(["verify", "--profile", "smoke", "--update", "--only", "98"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{path} {words}" in err, err
+
+
+@pytest.mark.parametrize("content,mode,words", [("k\n", 0o600, "holds 2 bytes, fewer than a secret needs"),
+                                                ("a-long-enough-team-secret\n", 0o666, "can be written by every user")])
+def test_a_weak_cache_key_is_refused_before_work_and_when_read(tmp_path, monkeypatch, content, mode, words):
+    import os
+
+    from nearid import tasks
+
+    key = tmp_path / "team.key"
+    key.write_text(content)
+    os.chmod(key, mode)
+    problem = tasks.cache_environment_problem({"NEARID_CACHE_KEY_FILE": str(key)})
+    assert problem and words in problem and "$NEARID_CACHE_KEY_FILE" in problem and "\n" not in problem
+    monkeypatch.delenv("NEARID_CACHE_KEY", raising=False)
+    monkeypatch.setenv("NEARID_CACHE_KEY_FILE", str(key))
+    with pytest.raises(RuntimeError, match="fewer than 16|can be written by every user"):
+        tasks.cache_secret()
+
+
+def test_a_one_byte_secret_in_the_environment_is_refused(monkeypatch):
+    from nearid import tasks
+
+    problem = tasks.cache_environment_problem({"NEARID_CACHE_KEY": "k"})
+    assert problem and "$NEARID_CACHE_KEY holds a secret of 1 bytes; allowed: at least 16 bytes" in problem
+    monkeypatch.setenv("NEARID_CACHE_KEY", "k")
+    with pytest.raises(RuntimeError, match="at least 16 bytes"):
+        tasks.cache_secret()
+    monkeypatch.setenv("NEARID_CACHE_KEY", "k" * 16)
+    assert tasks.cache_secret() == b"k" * 16
