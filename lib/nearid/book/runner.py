@@ -776,9 +776,10 @@ def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key
                               f"{exc.ename}: {exc.evalue}", o["failed"])
     except ChapterFailed as exc:
         status, error = "failed", exc
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        how = "terminated" if isinstance(exc, Terminated) else "interrupted"  # SIGTERM, or Ctrl-C
         with contextlib.suppress(Exception):
-            record("interrupted", device="not recorded (interrupted)")
+            record(how, device=f"not recorded ({how})")
         raise
     except Exception as exc:  # kernel died, bad notebook, outputs that could not be moved, ...
         status = "failed"
@@ -893,12 +894,33 @@ def _expected_seconds(out: Path, profile: str) -> dict[str, float]:
     return seen
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a batch system's time limit): unwound like a Ctrl-C, the kernel
+    stopped, the hidden files removed, the run recorded, and the exit code 143 (128 + 15)."""
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def interrupt_once(signum, frame) -> None:
-    """SIGINT handler: raise KeyboardInterrupt once, then ignore further SIGINTs, so that a
-    second Ctrl-C (or the runner passing the first one on) cannot break the clean-up."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """SIGINT and SIGTERM handler: raise KeyboardInterrupt (:class:`Terminated` for SIGTERM)
+    once, then ignore both, so that a second Ctrl-C (or the runner passing the first one on)
+    cannot break the clean-up."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     INTERRUPTED.set()
-    raise KeyboardInterrupt
+    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+def handle_stop_signals() -> dict:
+    """Install :func:`interrupt_once` for SIGINT and SIGTERM (main thread only); returns the
+    previous handlers, for :func:`restore_signals`."""
+    return {sig: signal.signal(sig, interrupt_once) for sig in STOP_SIGNALS}
+
+
+def restore_signals(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 def _chapter_process(conn, chapter: str, profile: str, out_dir: Path, force: bool, root: Path,
@@ -910,7 +932,7 @@ def _chapter_process(conn, chapter: str, profile: str, out_dir: Path, force: boo
     set_parent_death_signal()
     if os.getppid() != parent:
         os._exit(1)
-    signal.signal(signal.SIGINT, interrupt_once)
+    handle_stop_signals()
     try:
         _, outcome = run_chapter_outcome(chapter, profile, {}, out_dir, force, root, priced=False)
         conn.send(("ran" if outcome == "executed" else "cached", ""))
@@ -955,10 +977,11 @@ def _run_parallel(todo: list[Chapter], jobs: int, profile: str, out: Path, force
                     conn.close()
                     del running[key]
                     on_done(key, outcome, message)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        passed_on = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT  # recorded as it came
         for proc, _ in running.values():
             with contextlib.suppress(OSError):
-                os.kill(proc.pid, signal.SIGINT)
+                os.kill(proc.pid, passed_on)
         deadline = time.monotonic() + 20
         for proc, _ in running.values():
             proc.join(max(0.1, deadline - time.monotonic()))

@@ -3,7 +3,7 @@
 Exit codes: 0 done; 1 a chapter (or some chapters of the book) failed, or a check found
 differences (``verify``, an incomplete ``plan``); 2 refused before any work: a bad command
 line, parameter, environment variable, device, scheduler or output folder; 130 interrupted
-(Ctrl-C).
+(Ctrl-C); 143 terminated (SIGTERM), cleaned up as after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -19,7 +18,8 @@ import time
 from pathlib import Path
 
 INTERRUPTED = "interrupted; the last good output is kept"
-EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 130
+TERMINATED = "terminated (SIGTERM); the last good output is kept"
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
 
 YES_HELP = ("start even if the run is estimated above $NEARID_MAX_HOURS (default 2 h) or its data "
@@ -316,20 +316,21 @@ def _stop_quietly() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit code is one of :data:`EXIT_OK` (0), :data:`EXIT_FAILED` (1),
     :data:`EXIT_REFUSED` (2, argparse's code for a bad command line too) and
-    :data:`EXIT_INTERRUPTED` (130), each failure with one line on stderr."""
+    :data:`EXIT_INTERRUPTED` (130) and :data:`EXIT_TERMINATED` (143), each failure with one line on stderr."""
     parser = build_parser()
     args = parser.parse_args(argv)
     previous = None
     try:
         if args.command in ("run", "book", "data") and threading.current_thread() is threading.main_thread():
-            from nearid.book.runner import interrupt_once
+            from nearid.book.runner import handle_stop_signals
 
-            previous = signal.signal(signal.SIGINT, interrupt_once)  # a 2nd Ctrl-C must not break clean-up
+            previous = handle_stop_signals()  # a 2nd Ctrl-C must not break clean-up; SIGTERM alike
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         _stop_quietly()
-        print(f"nearid {args.command}: {INTERRUPTED}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        terminated = type(exc).__name__ == "Terminated"  # nearid.book.runner.Terminated: SIGTERM
+        print(f"nearid {args.command}: {TERMINATED if terminated else INTERRUPTED}", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:  # refused before any work
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"nearid {args.command}: error: {msg}", file=sys.stderr)
@@ -339,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     finally:
         if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+            from nearid.book.runner import restore_signals
+
+            restore_signals(previous)
 
 
 if __name__ == "__main__":
