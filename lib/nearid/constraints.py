@@ -39,13 +39,17 @@ class Constraint(ABC):
         """What is allowed, in words, for error messages."""
 
     def fail(self, name: str, value: Any) -> None:
-        raise InvalidParameterError(f"parameter {name!r} got {_shown(value)}; allowed: {self.describe()}")
+        raise InvalidParameterError(f"parameter {name!r} got {shown(value)}; allowed: {self.describe()}")
 
 
-def _shown(value: Any, limit: int = 80) -> str:
+def shown(value: Any, limit: int = 80) -> str:
     """A value as an error message shows it: its repr, cut after ``limit`` characters (a
     400-digit number or a 100 kB string is not echoed whole)."""
-    text = repr(value)
+    return cut(repr(value), limit)
+
+
+def cut(text: str, limit: int = 80) -> str:
+    """``text`` cut after ``limit`` characters."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
@@ -111,7 +115,7 @@ class Options(Constraint):
 
     def fail(self, name: str, value: Any) -> None:
         if self.noun is not None:
-            raise InvalidParameterError(f"unknown {self.noun} {value!r}; valid: {', '.join(map(str, self.values))}")
+            raise InvalidParameterError(f"unknown {self.noun} {shown(value)}; valid: {', '.join(map(str, self.values))}")
         super().fail(name, value)
 
     @property
@@ -159,15 +163,27 @@ class Text(Constraint):
 
 
 class FileOrEmpty(Constraint):
-    """"" (not given) or the path of an existing file."""
+    """"" (not given) or the path of an existing file; ``content`` (raising ValueError with
+    the reason) looks inside it, ``what`` says what it must hold. Looking costs a file's
+    header, and a file of the wrong kind then fails before any work, not minutes later."""
+
+    def __init__(self, content: Callable[[str], Any] | None = None, what: str = "a file"):
+        self.content, self.what = content, what
 
     def check(self, name, value):
         if not isinstance(value, str) or (value and not os.path.isfile(value)):
             self.fail(name, value)
+        if value and self.content is not None:
+            try:
+                self.content(value)
+            except ValueError as exc:
+                why = cut(" ".join(str(exc).split()), 300)
+                raise InvalidParameterError(f"parameter {name!r} got {shown(value)}: {why}; "
+                                            f"allowed: {self.describe()}") from None
         return value
 
     def describe(self) -> str:
-        return '"" or the path of an existing file'
+        return f'"" or the path of an existing file ({self.what})' if self.content else '"" or the path of an existing file'
 
 
 class ListOf(Constraint):
@@ -195,7 +211,7 @@ class ListOf(Constraint):
             except InvalidParameterError:
                 if getattr(self.item, "noun", None):
                     raise
-                raise InvalidParameterError(f"parameter {name!r} got {value!r}: element {i} is {v!r}; "
+                raise InvalidParameterError(f"parameter {name!r} got {shown(value)}: element {i} is {shown(v)}; "
                                             f"allowed: {self.describe()}") from None
         return out
 

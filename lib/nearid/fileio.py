@@ -39,16 +39,41 @@ def refuse_symlink(path: str | os.PathLike) -> None:
                          f"belongs; remove it and run again")
 
 
+def new_file_problem(path: str | os.PathLike) -> str | None:
+    """Why a command could not write its output file ``path`` (a link, a folder or a pipe
+    there; its folder not one and not makeable, or not writable), in words; None when it
+    could (a missing folder is made when the file is written). Looks, creates nothing: a
+    command checks its outputs before its work, not after."""
+    from nearid.cachefiles import folder_problem
+
+    path = Path(path)
+    if os.path.islink(path):
+        return f"{path} is {_describe_link(path)}"
+    if os.path.exists(path) and not os.path.isfile(path):
+        return f"{path} is {'a folder' if os.path.isdir(path) else 'not a regular file'}"
+    why = folder_problem(path.parent)
+    return None if why is None else f"its folder {path.parent} {why}"
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """:func:`atomic_write_text` for bytes (an image, a PDF)."""
+    _atomic_write(path, data, "wb")
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write via a temporary file of a unique name in the same folder, then rename: never a
     half file, never a write through a link (one at ``path`` is refused)."""
+    _atomic_write(path, text, "w")
+
+
+def _atomic_write(path: str | os.PathLike, data: str | bytes, mode: str) -> None:
     path = Path(path)
     refuse_symlink(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, mode) as fh:
+            fh.write(data)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; outputs are meant to be read
         os.replace(tmp, path)  # a link planted meanwhile is replaced, its target untouched
     except BaseException:

@@ -184,6 +184,7 @@ def _default_key_file() -> Path:
 
 
 KEY_MAX_BYTES = 4096  # a key file larger than this is not a key file (/dev/zero, a log, a disk image)
+KEY_MIN_BYTES = 16  # a shorter secret is guessed in seconds (a 1-byte key in 256 tries)
 
 
 def cache_secret() -> bytes:
@@ -198,6 +199,8 @@ def cache_secret() -> bytes:
     its memory)."""
     given = os.environ.get(ENV_CACHE_KEY)
     if given:
+        if len(given.encode()) < KEY_MIN_BYTES:
+            raise RuntimeError(_short_secret(given))
         return given.encode()
     named = bool(os.environ.get(ENV_CACHE_KEY_FILE))
     path = Path(os.environ.get(ENV_CACHE_KEY_FILE) or _default_key_file())
@@ -231,12 +234,23 @@ def _read_key(path: Path) -> bytes:
     except cachefiles.BadEntry as exc:
         _refuse_key(path, str(exc))
     try:
+        if os.fstat(fd).st_mode & stat.S_IWOTH:
+            _refuse_key(path, "can be written by every user (anyone could set the secret; chmod o-w it)")
         key = os.read(fd, KEY_MAX_BYTES).strip()
     except OSError as exc:
         _refuse_key(path, f"cannot be read ({exc.strerror})")
     finally:
         os.close(fd)
-    return key or _refuse_key(path, "is empty")
+    if not key:
+        _refuse_key(path, "is empty")
+    if len(key) < KEY_MIN_BYTES:
+        _refuse_key(path, f"holds a secret of {len(key)} bytes, fewer than {KEY_MIN_BYTES} (one is guessed in seconds)")
+    return key
+
+
+def _short_secret(given: str) -> str:
+    return (f"${ENV_CACHE_KEY} holds a secret of {len(given.encode())} bytes; allowed: at least {KEY_MIN_BYTES} "
+            f"bytes (a shorter one is guessed in seconds), or unset (the key file)")
 
 
 def _refuse_key(path: Path, why: str) -> bytes:
@@ -249,8 +263,11 @@ def key_environment_problem(environ: Mapping[str, str] | None = None) -> str | N
     key file (and ``$NEARID_CACHE_KEY`` does not replace it); None when it is fine or unset.
     Reads nothing but the file's metadata: for a check before any work."""
     env = os.environ if environ is None else environ
+    secret = env.get(ENV_CACHE_KEY, "")
+    if secret:
+        return _short_secret(secret) if len(secret.encode()) < KEY_MIN_BYTES else None
     given = env.get(ENV_CACHE_KEY_FILE, "")
-    if not given or env.get(ENV_CACHE_KEY):
+    if not given:
         return None
     try:
         st = os.stat(given)
@@ -264,6 +281,10 @@ def key_environment_problem(environ: Mapping[str, str] | None = None) -> str | N
             why = f"is {cachefiles.kind(st.st_mode)}, not a file"
         elif st.st_size == 0:
             why = "is empty"
+        elif st.st_size < KEY_MIN_BYTES:
+            why = f"holds {st.st_size} bytes, fewer than a secret needs ({KEY_MIN_BYTES} at least)"
+        elif st.st_mode & stat.S_IWOTH:
+            why = "can be written by every user (anyone could set the secret; chmod o-w it)"
         elif st.st_size > KEY_MAX_BYTES:
             why = f"holds {cachefiles.size_text(st.st_size)}, more than a key file ({KEY_MAX_BYTES} bytes at most)"
         elif not os.access(given, os.R_OK):

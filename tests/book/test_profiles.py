@@ -57,7 +57,7 @@ BAD_VALUES = [
     ("02", {"seeds": 0}, "'seeds' got 0; allowed: an int in [2, 1000]"),
     ("02", {"seeds": 1}, "'seeds' got 1; allowed: an int in [2, 1000]"),
     ("02", {"seeds": 1_000_000_000}, "'seeds' got 1000000000; allowed: an int in [2, 1000]"),
-    ("02", {"epochs": -3}, "'epochs' got -3; allowed: an int >= 1"),
+    ("02", {"epochs": -3}, "'epochs' got -3; allowed: an int in [1, 100000]"),
     ("02", {"deltas": []}, "'deltas' got []; allowed: a list of at least 1 element"),
     ("02", {"deltas": [0.2, 1.0]}, "element 1 is 1.0; allowed: a list of at least 1 element, without repeats, "
              "each a number in [0, 1)"),

@@ -147,6 +147,20 @@ def test_ctrl_c_prints_one_line_exits_130_and_cleans_up(scratch_root):
     assert all(until(lambda: _gone(k), 5) for k in kernels)
 
 
+def test_sigterm_is_handled_like_ctrl_c_exits_143_and_is_recorded(scratch_root):
+    out = scratch_root / "book" / "executed"
+    proc, kernels = _start_running(scratch_root)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines == ["nearid run: terminated (SIGTERM); the last good output is kept"], stderr
+    assert not list(out.glob(".*running*")), "no hidden file of the run is left"
+    records = json.loads((out / "timings.json").read_text())
+    assert [r["status"] for r in records] == ["terminated"]
+    assert all(until(lambda: _gone(k), 5) for k in kernels)
+
+
 def test_kernel_dies_with_a_killed_nearid(scratch_root):
     proc, kernels = _start_running(scratch_root)
     proc.kill()
@@ -175,7 +189,7 @@ def scratch_root(tmp_path, root):
     (["run", "04", "-p", "fit_fraction=0"], "'fit_fraction' got 0; allowed: a number in (0, 1)"),
     (["run", "02", "-p", "seeds=0"], "'seeds' got 0; allowed: an int in [2, 1000]"),
     (["run", "02", "-p", "seeds=1"], "'seeds' got 1; allowed: an int in [2, 1000]"),
-    (["run", "03", "-p", "epochs=-1"], "'epochs' got -1; allowed: an int >= 1"),
+    (["run", "03", "-p", "epochs=-1"], "'epochs' got -1; allowed: an int in [1, 100000]"),
     (["run", "03", "-p", "alphas=[]"], "'alphas' got []; allowed: a list of at least 1 element"),
     (["run", "01", "-p", "noise_levels=[]"], "'noise_levels' got []; allowed: a list of at least 1 element"),
     (["run", "02", "-p", "deltas=[]"], "'deltas' got []; allowed: a list of at least 1 element"),

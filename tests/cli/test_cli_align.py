@@ -293,6 +293,40 @@ def test_efficiency_with_a_real_gap_is_a_number(tmp_path, capsys):
     assert isinstance(out["ica_efficiency"], float)
 
 
+def test_values_near_1e30_are_computed_in_float64_and_the_output_says_so(tmp_path, capsys):
+    A, B = _pair(n=400, d=6)
+    pa, pb = _write(tmp_path, (A * 1e30).astype(np.float32), (B * 1e30).astype(np.float32))
+    assert main([pa, pb, "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "cross-products in float64" in captured.out and "overflow float32" in captured.out
+    assert "NaN" not in captured.err and "inf" not in captured.err
+    assert main([pa, pb, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["dtype"] == "float64" and out["rigid"] < 1e-5 and out["cka"] == pytest.approx(1.0)
+
+
+def test_efficiency_of_two_unrelated_inputs_is_flagged(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    pa, pb = _write(tmp_path, rng.laplace(size=(400, 2)), rng.laplace(size=(400, 2)))
+    assert main([pa, pb, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert isinstance(out["ica_efficiency"], float), "the number itself is computed as before"
+    assert "within twice its standard error" in out["ica_efficiency_caveat"]
+    assert main([pa, pb, "--no-progress"]) == 0
+    assert "caveat: the ica efficiency says little here: perm - rigid = " in capsys.readouterr().out
+
+
+def test_efficiency_with_a_clear_gap_has_no_caveat(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    Z = rng.laplace(size=(2000, 6))
+    pa, pb = _write(tmp_path, Z @ rng.normal(size=(6, 12)), Z @ rng.normal(size=(6, 12)))
+    assert main([pa, pb, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ica_efficiency_caveat"] is None and out["permutation"] - out["rigid"] > 0.05
+    assert main([pa, pb, "--no-progress"]) == 0
+    assert "caveat" not in capsys.readouterr().out
+
+
 def test_component_cap_in_json_and_table(tmp_path, capsys):
     rng = np.random.default_rng(0)
     Z = rng.laplace(size=(1000, 8))

@@ -2,6 +2,7 @@
 validates its inputs with messages that name the side, and copies no input whole."""
 
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -77,6 +78,29 @@ def test_precision_is_chosen_from_the_data():
     A, B = planted(spread=5.0)
     assert align.compare(A, B).dtype == "float64"  # float32 sums cannot resolve A: redone in float64
     assert align.compare(A, B, families=("rigid", "permutation"), cka=False).dtype == "float32"
+
+
+def test_float32_values_near_1e30_switch_to_float64_and_say_so():
+    # finite float32 values whose float32 sums of products overflow (issue 36, item 8): the
+    # comparison is computed in float64 instead of failing with a message blaming the input
+    A, B = planted(n=600, d=8)
+    A, B = (A.astype(np.float64) * 1e30).astype(np.float32), (B.astype(np.float64) * 1e30).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        res = align.compare(A, B, seed=1)
+    ref = align.compare(A.astype(np.float64) / 1e30, B.astype(np.float64) / 1e30, seed=1)
+    assert res.dtype == "float64" and any("overflow float32" in note for note in res.fallbacks)
+    for fam in ("permutation", "rigid", "linear"):
+        assert res.errors[fam] == pytest.approx(ref.errors[fam], rel=1e-6)
+    assert res.cka == pytest.approx(ref.cka, rel=1e-6)
+
+
+def test_ordinary_float32_data_keep_the_float32_path():
+    A, B = planted()
+    res = align.compare(A, B)
+    assert res.dtype == "float32" and not any("overflow" in note for note in res.fallbacks)
+    assert not engine._float32_overflows(1e6, engine.BLOCK_ELEMENTS, 4096)
+    assert engine._float32_overflows(1e30, engine.MIN_BLOCK_ROWS, 8)
 
 
 def test_ica_subsample_matches_reference():

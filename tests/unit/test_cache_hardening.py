@@ -198,13 +198,13 @@ def test_cache_variables_are_refused_in_one_line(tmp_path, env, words):
 
 def test_good_cache_variables_pass(tmp_path):
     key = tmp_path / "team.key"
-    key.write_text("secret\n")
+    key.write_text("a-secret-of-the-team\n")
     assert tasks_mod.cache_environment_problem({}) is None
     assert tasks_mod.cache_environment_problem({"NEARID_TASK_CACHE": str(tmp_path / "new" / "cache"),
                                                 "NEARID_CACHE_KEY_FILE": str(key)}) is None
     assert tasks_mod.cache_environment_problem({"NEARID_TASK_CACHE": ""}) is None
     # the secret itself replaces the file
-    assert tasks_mod.cache_environment_problem({"NEARID_CACHE_KEY_FILE": "/nope", "NEARID_CACHE_KEY": "s"}) is None
+    assert tasks_mod.cache_environment_problem({"NEARID_CACHE_KEY_FILE": "/nope", "NEARID_CACHE_KEY": "s" * 16}) is None
     assert not (tmp_path / "new").exists()
 
 
@@ -283,7 +283,7 @@ def test_a_signature_under_another_key_is_refused(tmp_path, monkeypatch):
 
     calls = []
     _made(tmp_path, calls)
-    monkeypatch.setenv("NEARID_CACHE_KEY", "someone else")
+    monkeypatch.setenv("NEARID_CACHE_KEY", "someone else's secret")
     with pytest.warns(dc.DataCacheWarning, match="does not match its signature"):
         _made(tmp_path, calls)
     assert calls == [1, 1]

@@ -258,8 +258,8 @@ def test_the_cache_secret_lives_outside_the_cache_and_is_private(tmp_path, monke
         cache_secret()
     (tmp_path / "team.key").write_text("shared-by-the-team\n")
     assert cache_secret() == b"shared-by-the-team"
-    monkeypatch.setenv("NEARID_CACHE_KEY", "given")
-    assert cache_secret() == b"given"
+    monkeypatch.setenv("NEARID_CACHE_KEY", "given-by-the-environment")
+    assert cache_secret() == b"given-by-the-environment"
 
 
 def test_results_come_back_value_for_value_and_type_for_type():

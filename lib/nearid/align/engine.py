@@ -105,16 +105,21 @@ def _narrow(X) -> bool:
     return k == "b" or (k == "f" and size <= 4) or (k in "iu" and size <= 2)
 
 
-def _check_finite(X, name: str, rows_per_block: int) -> None:
-    """Scan X block by block (no full-size temporary); raise naming the side and the rows."""
+def _check_finite(X, name: str, rows_per_block: int) -> float:
+    """Scan X block by block (no full-size temporary); raise naming the side and the rows.
+    Returns the largest absolute value, which decides whether float32 products can overflow."""
+    if X.dtype.kind == "b":
+        return 1.0
     if X.dtype.kind != "f":
-        return
-    bad_count, bad_rows, first = 0, 0, None
+        info = np.iinfo(X.dtype)
+        return float(max(-int(info.min), int(info.max)))
+    bad_count, bad_rows, first, largest = 0, 0, None, 0.0
     for start in range(0, X.shape[0], rows_per_block):
         blk = X[start:start + rows_per_block]
         with np.errstate(over="ignore", invalid="ignore"):
             total = blk.sum()
         if np.isfinite(total):
+            largest = max(largest, float(blk.max()), -float(blk.min()))
             continue
         bad = ~np.isfinite(blk)
         if bad.any():
@@ -122,9 +127,21 @@ def _check_finite(X, name: str, rows_per_block: int) -> None:
             bad_count += int(bad.sum())
             bad_rows += rows.size
             first = start + int(rows[0]) if first is None else first
+        else:  # finite values whose float32 sum overflowed
+            largest = max(largest, float(blk.max()), -float(blk.min()))
     if bad_count:
         raise ValueError(f"{name} contains {bad_count} NaN or infinite values in {bad_rows} rows "
                          f"(first row {first})")
+    return largest
+
+
+def _float32_overflows(largest: float, rows_per_block: int, width: int) -> bool:
+    """True when float32 products of values up to ``largest`` could overflow: a block's sums of
+    squares (values shifted by a row, so up to 2 * largest) over its rows or over a row's
+    columns, with a margin of 1,000 for the maps' coefficients. Data far from this bound (any
+    embedding of a trained model) keep the float32 path unchanged."""
+    bound = 4.0 * largest ** 2 * (rows_per_block + width) * 1e3
+    return bound > float(np.finfo(np.float32).max)
 
 
 def split_rows(n: int, fit_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -244,6 +261,7 @@ class _Run:
     dtype: np.dtype
     work: _Work
     bar: _Progress
+    notes: tuple[str, ...] = ()  # why this precision, when the output should say so
 
 
 class _Moments:
@@ -779,9 +797,11 @@ def _planned_work(work: _Work, inputs: Inputs, split: Split, settings: EngineSet
 def _engine_run(inputs: Inputs, split: Split, settings: EngineSettings, bar: _Progress):
     """Checks that need a pass over the data, then the grid: in float32 where the data allow,
     again in float64 when float32 sums cannot resolve them."""
+    largest = 0.0
     for label, mats, names in (("A", inputs.As, inputs.names_a), ("B", inputs.Bs, inputs.names_b)):
         for name, X in zip(names, mats):
-            _check_finite(X, inputs.describe(label, name), max(MIN_BLOCK_ROWS, BLOCK_ELEMENTS // X.shape[1]))
+            largest = max(largest, _check_finite(X, inputs.describe(label, name),
+                                                 max(MIN_BLOCK_ROWS, BLOCK_ELEMENTS // X.shape[1])))
     diameters = []
     for name, B in zip(inputs.names_b, inputs.Bs):
         try:
@@ -790,11 +810,18 @@ def _engine_run(inputs: Inputs, split: Split, settings: EngineSettings, bar: _Pr
             raise ValueError(f"{inputs.describe('B', name)} is constant on the held-out rows (every row the same "
                              "vector): its diameter is 0, so no error can be normalised") from None
     narrow = settings.dtype is None and all(map(_narrow, inputs.As + inputs.Bs))
+    notes: tuple[str, ...] = ()
+    width = max(X.shape[1] for X in inputs.As + inputs.Bs)
+    if narrow and _float32_overflows(largest, settings.rows_per_block, width):
+        narrow = False
+        notes = (f"computed in float64: values up to {largest:.1e} would overflow float32 sums of products",)
+        bar.replan(_planned_work(_Work(False), inputs, split, settings))
+        bar.describe("float64 (values too large for float32)")
     floats = ["float32", "float64"] if narrow else ["float64"]
     for attempt, prec in enumerate(floats):
         try:
             grid = _run_grid(_Run(inputs=inputs, split=split, settings=settings, dtype=np.dtype(prec),
-                                  work=_Work(prec == "float32"), bar=bar), diameters)
+                                  work=_Work(prec == "float32"), bar=bar, notes=notes), diameters)
             bar.replan(0.0)  # what was estimated is done: 100%
             bar.stage("done")
             for row in grid:
@@ -850,6 +877,8 @@ def _run_grid(run: _Run, diameters: list[float]) -> list[list[AlignmentResult]]:
                 e = np.empty(split.eval_rows.size)
                 e[split.order] = errs[j][fam] / diameters[j]
                 if not np.isfinite(e).all():
+                    if dt == np.float32:
+                        raise _NeedFloat64  # a map's coefficients took float32 products past its range
                     raise ValueError("the errors overflowed: values too large for float32 arithmetic; "
                                      "pass dtype='float64'")
                 rows_err[fam] = e
@@ -866,7 +895,7 @@ def _run_grid(run: _Run, diameters: list[float]) -> list[list[AlignmentResult]]:
                                        ica_max_components=(settings.ica.max_components
                                                            if "ica" in families else None),
                                        ica_components_by_rule=info.get("ica_components_by_rule"),
-                                       fallbacks=info.get("fallbacks", [])))
+                                       fallbacks=[*run.notes, *info.get("fallbacks", [])]))
         grid.append(row)
     return grid
 

@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nearid.fileio import atomic_write_text
+
 # Declared before any GPU run: a number may move by this much between CPU and GPU kernels
 # (training on a GPU sums in another order, and a few hundred steps amplify it); a verdict
 # may not move at all.
@@ -181,7 +183,7 @@ def plan_full(out_dir: Path, budget_s: float) -> StepResult:
     except subprocess.TimeoutExpired:
         return StepResult("nearid plan --profile full on CUDA", False, time.perf_counter() - t0,
                           error=f"did not finish within {budget_s:.0f} s")
-    (out_dir / "plan-full.txt").write_text(proc.stdout + proc.stderr)
+    atomic_write_text(out_dir / "plan-full.txt", proc.stdout + proc.stderr)
     return StepResult("nearid plan --profile full on CUDA", proc.returncode == 0, time.perf_counter() - t0,
                       {"output": "plan-full.txt", "json": "plan-full.json"},
                       None if proc.returncode == 0 else proc.stderr[-1000:])
@@ -190,7 +192,7 @@ def plan_full(out_dir: Path, budget_s: float) -> StepResult:
 def write_report(out_dir: Path, report: dict[str, Any]) -> None:
     """``report.json`` (everything) and ``report.md`` (what a person reads first)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    atomic_write_text(out_dir / "report.json", json.dumps(report, indent=2, default=str) + "\n")
     lines = [f"# GPU check: {report['status']}", "", f"devices: {', '.join(report['devices']) or 'none'}", ""]
     if report.get("reason"):
         lines += [report["reason"], ""]
@@ -208,7 +210,7 @@ def write_report(out_dir: Path, report: dict[str, Any]) -> None:
             d = step["detail"]
             lines.append(f"  - {d['compared']} values compared; {d['numbers_outside_tolerance']} outside "
                          f"rtol {d['rtol']} / atol {d['atol']}")
-    (out_dir / "report.md").write_text("\n".join(lines) + "\n")
+    atomic_write_text(out_dir / "report.md", "\n".join(lines) + "\n")
 
 
 @contextlib.contextmanager

@@ -39,3 +39,18 @@ SEED = Interval(int, 0, MAX_SEED)
 # once built a billion-item sweep before any check), and the cost check prices what is below.
 MAX_SEEDS = 1000
 SEEDS = Interval(int, 2, MAX_SEEDS)
+# Sizes: every parameter that sizes an allocation or a loop stops far above the `full`
+# profile's value, so a typo is refused before any work (-p hidden=2000000000 once asked for
+# an 80 GB matrix in cell 7). What is below the bounds the cost check prices.
+MAX_WIDTH = 8192  # units of a layer; embedding, latent and context widths (full: at most 512)
+MAX_ROWS = 10_000_000  # samples, rows, windows, sentences (full: at most 200,000)
+MAX_EPOCHS = 100_000  # passes over the data (full: at most 100)
+MAX_BATCH = 65_536  # rows per optimisation step (full: at most 256)
+MAX_DEPTH = 256  # layers, attention heads (full: at most 8)
+MAX_IMAGE = 1024  # an image's side in pixels, or a patch's (full: at most 64)
+MAX_COUNT = 100_000  # other counts: batches, wells, cells, trees, folds (full: at most 300)
+WIDTH = Interval(int, 1, MAX_WIDTH)
+EPOCHS = Interval(int, 1, MAX_EPOCHS)
+BATCH = Interval(int, 1, MAX_BATCH)
+DEPTH = Interval(int, 1, MAX_DEPTH)
+COUNT = Interval(int, 1, MAX_COUNT)

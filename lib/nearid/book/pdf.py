@@ -19,7 +19,10 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+from nearid.fileio import atomic_write_text, refuse_symlink
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 PRINT_SECONDS = 300  # the whole book on one page: MathJax typesets every formula before printing
@@ -49,7 +52,7 @@ def single_page(folder: Path) -> Path:
     if not found:
         return index
     page = folder / "nearid-book.html"
-    page.write_text((folder / found.group(1)).read_text())
+    atomic_write_text(page, (folder / found.group(1)).read_text())
     return page
 
 
@@ -63,14 +66,26 @@ def print_command(browser: str, html: Path, pdf: Path, budget_ms: int = 60_000) 
 
 
 def print_pdf(browser: str, html: Path, pdf: Path) -> Path:
-    """Print one HTML file to ``pdf``; RuntimeError (with Chromium's last words) if no PDF came."""
+    """Print one HTML file to ``pdf``; RuntimeError (with Chromium's last words) if no PDF came.
+    Chromium prints to a fresh name beside it, renamed over ``pdf``: a link planted at ``pdf``
+    is refused, never written through (:mod:`nearid.fileio`)."""
+    refuse_symlink(pdf)
     pdf.parent.mkdir(parents=True, exist_ok=True)
-    pdf.unlink(missing_ok=True)
-    done = subprocess.run(print_command(browser, html, pdf), capture_output=True, text=True,
-                          timeout=PRINT_SECONDS)
-    if not pdf.exists() or pdf.read_bytes()[:5] != b"%PDF-":
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        raise RuntimeError(f"{browser} printed no PDF from {html} (exit {done.returncode}): " + " | ".join(tail))
+    fd, name = tempfile.mkstemp(dir=pdf.parent, prefix=f".{pdf.name}.", suffix=".tmp.pdf")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        done = subprocess.run(print_command(browser, html, tmp), capture_output=True, text=True,
+                              timeout=PRINT_SECONDS)
+        with open(tmp, "rb") as fh:
+            printed = fh.read(5) == b"%PDF-"
+        if not printed:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            raise RuntimeError(f"{browser} printed no PDF from {html} (exit {done.returncode}): " + " | ".join(tail))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, pdf)
+    finally:
+        tmp.unlink(missing_ok=True)
     return pdf
 
 

@@ -367,8 +367,13 @@ def plot_layer_matrix(df, path: str | Path | None = None, *, title: str | None =
     fig = ax.figure
     fig.tight_layout()
     if path is not None:
+        import io
+
+        from nearid.fileio import atomic_write_bytes
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=150)
+        buf = io.BytesIO()
+        fig.savefig(buf, dpi=150, format=path.suffix.lstrip(".").lower() or None)
+        atomic_write_bytes(path, buf.getvalue())  # never through a link planted at the path
         plt.close(fig)
     return ax

@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,6 +173,35 @@ def compare_json(ours: Any, ref: Any, *, chapter: str = "", path: str = "", rtol
     return count, diffs
 
 
+MAX_RESULTS_BYTES = 256 << 20  # a chapter's results JSON is kilobytes; far larger is not one
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """A chapter's results JSON (executed or reference); ValueError naming ``path`` and what
+    is wrong in one line where it is not one: not a regular file (a named pipe would block the
+    reader for good, so it is never opened), too large, not JSON (truncated), not an object."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ValueError(f"{path} cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{path} is not a regular file (a named pipe or a device?); remove it and rerun the chapter")
+    if st.st_size > MAX_RESULTS_BYTES:
+        raise ValueError(f"{path} holds {st.st_size / 1e6:.0f} MB, far more than a chapter's results")
+    try:
+        doc = json.loads(path.read_text())
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not text (not UTF-8): not a chapter's results") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}; "
+                         "truncated?)") from None
+    except OSError as exc:
+        raise ValueError(f"{path} cannot be read ({exc.strerror or exc})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path} holds a JSON {type(doc).__name__}, not a chapter's results (an object)")
+    return doc
+
+
 def _chapter_files(folder: Path) -> dict[str, Path]:
     """The chapter results in ``folder`` (``NN_slug.json``; not timings.json or others)."""
     return {p.stem: p for p in sorted(folder.glob("[0-9][0-9]_*.json")) if p.stem in profiles.CHAPTERS}
@@ -194,7 +225,7 @@ def _alternates(ref_dir: Path, key: str) -> list[tuple[str, str, Any]]:
         if not entry or not entry.get("cpu") or not entry.get("why"):
             raise ValueError(f"{path}: an alternate reference needs an entry in {folder / 'index.json'} "
                              "with its 'cpu' and 'why'")
-        out.append((path.name, f"recorded on {entry['cpu']}: {entry['why']}", json.loads(path.read_text())))
+        out.append((path.name, f"recorded on {entry['cpu']}: {entry['why']}", read_results(path)))
     return out
 
 
@@ -218,7 +249,12 @@ def verify(executed: Path, ref_dir: Path, profile: str, *, rtol: float = 0.0, at
             report.problems.append(f"{key}: not executed (no {executed / (key + '.json')}); "
                                    f"run `nearid book --profile {profile}`")
             continue
-        doc, ref = json.loads(ours[key].read_text()), json.loads(refs[key].read_text())
+        ref = read_results(refs[key])  # the committed reference: a damaged one stops verify (exit 2)
+        try:
+            doc = read_results(ours[key])
+        except ValueError as exc:
+            report.problems.append(f"{key}: {exc}")
+            continue
         if doc.get("profile") != profile:
             report.problems.append(f"{key}: executed in profile {doc.get('profile')!r}, not {profile!r}")
             continue
@@ -274,7 +310,7 @@ def update(executed: Path, ref_dir: Path, profile: str, chapters: list[str] | No
         found = {k: v for k, v in found.items() if k in chapters}
     docs = {}
     for key, path in found.items():
-        doc = json.loads(path.read_text())
+        doc = read_results(path)
         if doc.get("profile") != profile:
             raise ValueError(f"{path} was executed in profile {doc.get('profile')!r}, not {profile!r}")
         rec = doc.get("kernels") or {}
@@ -315,7 +351,7 @@ def _update_alternate(executed: Path, ref_dir: Path, profile: str, chapters: lis
     for key in chapters:
         if key not in found:
             raise FileNotFoundError(f"no executed results for {key} in {executed}")
-        doc = json.loads(found[key].read_text())
+        doc = read_results(found[key])
         if doc.get("profile") != profile or not (doc.get("kernels") or {}).get("portable"):
             raise ValueError(f"{found[key]}: not a portable {profile} build")
         name = f"{key}.{label}.json"

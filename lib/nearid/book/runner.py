@@ -585,6 +585,23 @@ def _quiet_interrupted_run(loop) -> None:
     loop.set_exception_handler(lambda loop, context: None)
 
 
+def _papermill_writes_without_following_links() -> None:
+    """papermill saves the working notebook after every cell with ``open(path, "w")``, which
+    would write through a link planted at ``.NN_slug.running.*.ipynb`` while the chapter runs:
+    its local handler is swapped for one that writes a fresh file and renames it into place
+    (:func:`nearid.fileio.atomic_write_text`, refusing a link). Idempotent."""
+    from papermill.iorw import LocalHandler, papermill_io
+    from papermill.utils import chdir
+
+    class NoFollowHandler(LocalHandler):
+        def write(self, buf, path):
+            with chdir(self._cwd):
+                atomic_write_text(path, buf)
+
+    papermill_io._handlers = [(scheme, NoFollowHandler() if scheme == "local" and type(h) is LocalHandler else h)
+                              for scheme, h in papermill_io._handlers]
+
+
 def _kernel_manager_class() -> type:
     """A kernel manager that starts :mod:`nearid.book.kernel` (a kernel that dies with this
     process) in this very Python, whatever kernelspecs are installed, and remembers it so an
@@ -738,6 +755,7 @@ def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key
             "python": platform.python_version(), "host": platform.node(), "pid": os.getpid(),
         })
 
+    _papermill_writes_without_following_links()
     try:
         with _kernel_environment(root, force):
             pm.execute_notebook(nb, str(tmp_nb), kernel_name=KERNELSPEC["name"], progress_bar=False,
@@ -758,9 +776,10 @@ def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key
                               f"{exc.ename}: {exc.evalue}", o["failed"])
     except ChapterFailed as exc:
         status, error = "failed", exc
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        how = "terminated" if isinstance(exc, Terminated) else "interrupted"  # SIGTERM, or Ctrl-C
         with contextlib.suppress(Exception):
-            record("interrupted", device="not recorded (interrupted)")
+            record(how, device=f"not recorded ({how})")
         raise
     except Exception as exc:  # kernel died, bad notebook, outputs that could not be moved, ...
         status = "failed"
@@ -822,6 +841,7 @@ def run_chapter_outcome(chapter: str, profile: str = "quick", overrides: dict[st
     if results is not None:
         return results, "cached"
     preflight.check_chapter(ch.key, params)
+    preflight.check_caches(task_cache=root / TASK_CACHE)  # the kernel's default cache: before it computes
     preflight.check_writable(out)
     if priced:
         cost = pricing.price(ch.key, profile, params, out, device=pricing.device_kind(params))
@@ -874,12 +894,33 @@ def _expected_seconds(out: Path, profile: str) -> dict[str, float]:
     return seen
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a batch system's time limit): unwound like a Ctrl-C, the kernel
+    stopped, the hidden files removed, the run recorded, and the exit code 143 (128 + 15)."""
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def interrupt_once(signum, frame) -> None:
-    """SIGINT handler: raise KeyboardInterrupt once, then ignore further SIGINTs, so that a
-    second Ctrl-C (or the runner passing the first one on) cannot break the clean-up."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """SIGINT and SIGTERM handler: raise KeyboardInterrupt (:class:`Terminated` for SIGTERM)
+    once, then ignore both, so that a second Ctrl-C (or the runner passing the first one on)
+    cannot break the clean-up."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     INTERRUPTED.set()
-    raise KeyboardInterrupt
+    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+def handle_stop_signals() -> dict:
+    """Install :func:`interrupt_once` for SIGINT and SIGTERM (main thread only); returns the
+    previous handlers, for :func:`restore_signals`."""
+    return {sig: signal.signal(sig, interrupt_once) for sig in STOP_SIGNALS}
+
+
+def restore_signals(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 def _chapter_process(conn, chapter: str, profile: str, out_dir: Path, force: bool, root: Path,
@@ -891,7 +932,7 @@ def _chapter_process(conn, chapter: str, profile: str, out_dir: Path, force: boo
     set_parent_death_signal()
     if os.getppid() != parent:
         os._exit(1)
-    signal.signal(signal.SIGINT, interrupt_once)
+    handle_stop_signals()
     try:
         _, outcome = run_chapter_outcome(chapter, profile, {}, out_dir, force, root, priced=False)
         conn.send(("ran" if outcome == "executed" else "cached", ""))
@@ -936,10 +977,11 @@ def _run_parallel(todo: list[Chapter], jobs: int, profile: str, out: Path, force
                     conn.close()
                     del running[key]
                     on_done(key, outcome, message)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        passed_on = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT  # recorded as it came
         for proc, _ in running.values():
             with contextlib.suppress(OSError):
-                os.kill(proc.pid, signal.SIGINT)
+                os.kill(proc.pid, passed_on)
         deadline = time.monotonic() + 20
         for proc, _ in running.values():
             proc.join(max(0.1, deadline - time.monotonic()))
@@ -977,8 +1019,8 @@ def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | 
     kernel_threads()  # a bad NEARID_NUM_THREADS fails here, before any work
     preflight.check_environment()
     chapters = list_chapters(root)
-    if only:
-        chapters = [get_chapter(name, root) for name in only]
+    if only:  # `--only 01 01` or `--only 1 01_definitions` names one chapter: run it once
+        chapters = list({ch.key: ch for ch in (get_chapter(name, root) for name in only)}.values())
     check_output_paths(out, chapters, _pages_dir(out, root))
     # chapters that read other chapters' results (the summary) run after those, one by one
     later = [ch for ch in chapters if reads(ch)]
@@ -995,6 +1037,7 @@ def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | 
         preflight.check_chapter(ch.key, profiles.resolve(ch.key, profile))
     if todo or any(force or not is_cached(ch, cache_key(ch, profile, profiles.resolve(ch.key, profile), out), out)
                    for ch in later):
+        preflight.check_caches(task_cache=root / TASK_CACHE)
         preflight.check_writable(out)
     costs = []
     for ch in todo:

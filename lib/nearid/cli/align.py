@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import warnings
+
+import numpy as np
 
 from nearid.align import (
     ICA_COMPONENTS,
@@ -33,7 +36,8 @@ from nearid.align import (
 )
 from nearid.data.embedding_files import SUFFIXES, EmbeddingFileError, load_embeddings, load_layers
 
-JSON_KEYS = ("permutation", "rigid", "linear", "ica", "ica_efficiency", "cka", "n_fit", "n_eval",
+JSON_KEYS = ("permutation", "rigid", "linear", "ica", "ica_efficiency", "ica_efficiency_caveat", "cka", "n_fit",
+             "n_eval",
              "ica_components", "ica_variance", "ica_converged", "ica_max_components", "ica_components_by_rule",
              "ica_cap_bound", "fallbacks", "dim_a", "dim_b", "dtype", "seconds", "timings")
 EXIT_BAD_INPUT = 2
@@ -155,9 +159,35 @@ def compute(a_path: str, b_path: str, fit_fraction: float = 0.5, seed: int = 0,
                   ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter, dtype=dtype, progress=progress,
                   ica_max_components=ica_max_components)
     out = res.to_dict()
+    out.update(ica_efficiency_caveat=efficiency_caveat(res.row_errors, res.ica_efficiency))
     out.update(ica_converged=None if res.ica_converged is None else list(res.ica_converged), dtype=res.dtype,
                seconds=res.seconds, fallbacks=list(res.fallbacks), timings=dict(res.timings))
     return out
+
+
+CAVEAT_SHARE = 0.05  # a perm - rigid gap below this share of the permutation error is "small"
+
+
+def efficiency_caveat(row_errors: dict, efficiency: float) -> str | None:
+    """Why the ICA efficiency says little here, in words; None when its denominator is clear.
+
+    The efficiency divides by the perm - rigid gap. Where that gap is within twice its own
+    standard error over the held-out rows (paired), or under 5% of the permutation error, the
+    two maps are about equally good (two unrelated inputs: both bad), and the ratio magnifies
+    noise (-652% on two unrelated 2-column inputs). Only ``nearid align`` reports this: the
+    efficiency itself is computed as before."""
+    if efficiency is None or math.isnan(efficiency) or not {"permutation", "rigid"} <= set(row_errors):
+        return None
+    diff = np.asarray(row_errors["permutation"]) - np.asarray(row_errors["rigid"])
+    gap, perm = float(diff.mean()), float(np.mean(row_errors["permutation"]))
+    se = float(diff.std(ddof=1) / math.sqrt(diff.size)) if diff.size > 1 else math.inf
+    if abs(gap) <= 2 * se:
+        return (f"perm - rigid = {gap:.2g} is within twice its standard error ({se:.2g}) over the {diff.size} "
+                "held-out rows: the two maps fit about equally well, and the ratio magnifies noise")
+    if abs(gap) < CAVEAT_SHARE * perm:
+        return (f"perm - rigid = {gap:.2g} is under {100 * CAVEAT_SHARE:.0f}% of the permutation error ({perm:.3g}): "
+                "there is little gap for ICA to close, and the ratio magnifies small differences")
+    return None
 
 
 def compute_layers(a_path: str, b_path: str, metric: str = "rigid", **options):
@@ -172,6 +202,12 @@ def _check_plot_path(path: str | None) -> None:
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in (".png", ".pdf", ".svg"):
         raise ValueError(f"--plot {path}: unsupported image type {suffix or '(none)'!r}; valid: .png, .pdf, .svg")
+    from nearid.fileio import new_file_problem
+
+    problem = new_file_problem(path)  # checked before minutes of work, not after
+    if problem:
+        raise ValueError(f"--plot {path}: cannot write the heatmap there: {problem}; allowed: a new or regular "
+                         "file in a folder you can write")
 
 
 def _layers_json(df) -> dict:
@@ -233,6 +269,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(to_jsonable({**{k: res.get(k) for k in JSON_KEYS}, "kernels": kernels.record()})))
     else:
         print(format_alignment_table(res))
+        if res.get("ica_efficiency_caveat"):
+            print(f"caveat: the ica efficiency says little here: {res['ica_efficiency_caveat']}")
         print(f"({res['seconds']:.1f} s; cross-products in {res['dtype']})")
     return 0
 

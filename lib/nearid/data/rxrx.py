@@ -66,6 +66,41 @@ def refuse_pickled_columns(path: str | os.PathLike) -> None:
                               f"({PICKLED_EXTENSION.decode()}); refusing to read it")
 
 
+def check_embeddings_file(path: str | os.PathLike) -> None:
+    """Raise :class:`SchemaError` naming ``path`` unless its Parquet schema (the footer only,
+    no values read) has a ``well_id`` column and numeric ``feature_<k>`` columns, none pickled:
+    a wrong file is refused before the chapter starts."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    refuse_pickled_columns(path)
+    schema = pq.read_schema(path)
+    names = list(schema.names)
+    feats = [f for f in schema if f.name.startswith(FEATURE_PREFIX)]
+    if "well_id" not in names or not feats:
+        raise SchemaError(f"{path} has no 'well_id' and '{FEATURE_PREFIX}<k>' columns (OpenPhenom writes well_id, "
+                          f"feature_0 ... feature_{EMBEDDING_DIM - 1}); found {names[:8]}")
+    bad = [f.name for f in feats if not (pa.types.is_integer(f.type) or pa.types.is_floating(f.type))]
+    if bad:
+        raise SchemaError(f"{path}: feature columns must be numeric; not numeric: {bad[:5]}")
+
+
+def check_metadata_file(path: str | os.PathLike) -> None:
+    """Raise :class:`SchemaError` naming ``path`` unless its first line (a CSV header) holds
+    the RxRx3-core metadata columns; reads that line only."""
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            head = fh.readline(1 << 16)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SchemaError(f"{path} cannot be read as a CSV file ({type(exc).__name__})") from None
+    import csv
+
+    columns = next(csv.reader([head]), [])
+    missing = [c for c in REQUIRED_METADATA if c not in columns]
+    if missing:
+        raise SchemaError(f"{path} is not RxRx3-core metadata: its header lacks {missing}")
+
+
 def check_metadata(meta: pd.DataFrame) -> pd.DataFrame:
     """Raise :class:`SchemaError` unless ``meta`` has the RxRx3-core metadata columns."""
     missing = [c for c in REQUIRED_METADATA if c not in meta.columns]

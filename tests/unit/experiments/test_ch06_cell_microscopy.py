@@ -296,8 +296,12 @@ def test_plan_is_one_mae_task_per_replicate_and_budget_and_dry_run_cuts_them():
 
 
 def test_plan_is_empty_for_real_data(tmp_path):
-    for name in ("e.parquet", "m.csv"):
-        (tmp_path / name).write_text("")
+    import pandas as pd
+
+    from nearid.data.rxrx import METADATA_COLUMNS
+
+    pd.DataFrame({"well_id": ["w1"], "feature_0": [0.5]}).to_parquet(tmp_path / "e.parquet")
+    (tmp_path / "m.csv").write_text(",".join(METADATA_COLUMNS) + "\n")
     P = resolve("06", "smoke", {"rxrx_embeddings": str(tmp_path / "e.parquet"),
                                 "rxrx_metadata": str(tmp_path / "m.csv")})
     assert ch06_cell_microscopy.plan(P) == []

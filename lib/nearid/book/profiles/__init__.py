@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nearid.book.params import Constraint, InvalidParameterError, Rule
+from nearid.constraints import cut, shown
 
 PROFILES = ("smoke", "quick", "full")
 
@@ -78,7 +79,7 @@ def chapter_key(chapter: str) -> str:
     hits = [k for k in CHAPTERS if k.split("_", 1)[0] == chapter]
     if len(hits) == 1:
         return hits[0]
-    raise ValueError(f"unknown chapter {chapter!r}; valid: {', '.join(CHAPTERS)}")
+    raise ValueError(f"unknown chapter {shown(chapter)}; valid: {', '.join(CHAPTERS)}")
 
 
 def resolve(chapter: str, profile: str = "quick", overrides: dict[str, Any] | None = None) -> Params:
@@ -91,12 +92,12 @@ def resolve(chapter: str, profile: str = "quick", overrides: dict[str, Any] | No
     key = chapter_key(chapter)
     overrides = _overrides_mapping(overrides)
     if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; valid: {', '.join(PROFILES)}")
+        raise ValueError(f"unknown profile {shown(profile)}; valid: {', '.join(PROFILES)}")
     allowed = CONSTRAINTS[key]
     params = Params(CHAPTERS[key][profile])
     for name, value in (overrides or {}).items():
         if name not in allowed:
-            raise KeyError(f"unknown parameter {name!r} for chapter {key}; valid: "
+            raise KeyError(f"unknown parameter {shown(name)} for chapter {key}; valid: "
                            f"{', '.join(sorted(allowed))}")
         params[name] = value
     try:
@@ -134,7 +135,8 @@ def parse_overrides(texts: list[str]) -> dict[str, Any]:
     for text in texts:
         key, value = parse_override(text)
         if key in overrides:
-            raise ValueError(f"parameter {key!r} is given twice (-p {seen[key]} and -p {text.strip()}); "
+            raise ValueError(f"parameter {shown(key)} is given twice (-p {cut(seen[key])} and "
+                             f"-p {cut(text.strip())}); "
                              f"give it once")
         overrides[key], seen[key] = value, text.strip()
     return overrides
@@ -144,15 +146,15 @@ def parse_override(text: str) -> tuple[str, Any]:
     """Parse ``key=value`` from the command line; the value is a Python literal (``true`` and
     ``false`` in any case count as booleans, as a shell user writes them) or a string."""
     if "=" not in text:
-        raise ValueError(f"an override looks like key=value, got {text!r}")
+        raise ValueError(f"an override looks like key=value, got {shown(text)}")
     key, raw = text.split("=", 1)
     key, raw = key.strip(), raw.strip()
     if not key:
-        raise ValueError(f"empty parameter name in {text!r}")
+        raise ValueError(f"empty parameter name in {shown(text)}")
     if raw.lower() in ("true", "false"):
         return key, raw.lower() == "true"
     try:
         value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, MemoryError, RecursionError):  # 100,000 minus signs: ast's own limits
         value = raw
     return key, value

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from nearid.book.params import NON_NEGATIVE, POSITIVE_INT, SEED, Interval, ListOf, Text
+from nearid.book.params import (
+    MAX_ROWS,
+    MAX_SEEDS,
+    MAX_WIDTH,
+    NON_NEGATIVE,
+    SEED,
+    Interval,
+    ListOf,
+    Text,
+)
 from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCALE_OUT, SCHEDULER
 
 
@@ -35,11 +44,11 @@ SIZES = ("n_points", "ica_sample_sizes", "ica_dim", "ica_repeats")
 STAND_IN = ("FastICA on synthetic sources; nothing is trained")
 
 CONSTRAINTS = dict(
-    seed=SEED, n_points=Interval(int, 10), noise_levels=ListOf(NON_NEGATIVE),
-    ica_sample_sizes=ListOf(Interval(int, 10)),
+    seed=SEED, n_points=Interval(int, 10, MAX_ROWS), noise_levels=ListOf(NON_NEGATIVE),
+    ica_sample_sizes=ListOf(Interval(int, 10, MAX_ROWS)),
     ica_sources=ListOf(Text(_source_kind, "'laplace', 'uniform', 'gaussian' or 'gennorm_<beta>' "
                                           "with beta > 0"), unique=True),
-    ica_dim=Interval(int, 2), ica_repeats=POSITIVE_INT, executor=EXECUTOR, scheduler=SCHEDULER,
+    ica_dim=Interval(int, 2, MAX_WIDTH), ica_repeats=Interval(int, 1, MAX_SEEDS), executor=EXECUTOR, scheduler=SCHEDULER,
     dry_run=DRY_RUN,
 )
 

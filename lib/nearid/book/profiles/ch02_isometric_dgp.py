@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from nearid.book.params import (
+    BATCH,
     DEVICE,
+    EPOCHS,
+    MAX_IMAGE,
+    MAX_ROWS,
+    MAX_WIDTH,
     NON_NEGATIVE,
     POSITIVE,
-    POSITIVE_INT,
     SEED,
     SEEDS,
+    WIDTH,
     ComponentRule,
     Deferred,
     Interval,
@@ -50,10 +55,10 @@ def _toy(name: str):
 CONSTRAINTS = dict(
     seed=SEED, seeds=SEEDS, trend_seeds=SEEDS,
     deltas=ListOf(Deferred(_toy("DELTA")), unique=True),
-    latent_dim=Interval(int, 2), observed_dim=Interval(int, 4), n_train=Interval(int, 20),
-    n_test=Interval(int, 20), epochs=POSITIVE_INT, batch_size=POSITIVE_INT, lr=POSITIVE,
-    weight_decay=NON_NEGATIVE, hidden=POSITIVE_INT, image_size=Interval(int, 8),
-    image_epochs=POSITIVE_INT,
+    latent_dim=Interval(int, 2, MAX_WIDTH), observed_dim=Interval(int, 4, MAX_WIDTH), n_train=Interval(int, 20, MAX_ROWS),
+    n_test=Interval(int, 20, MAX_ROWS), epochs=EPOCHS, batch_size=BATCH, lr=POSITIVE,
+    weight_decay=NON_NEGATIVE, hidden=WIDTH, image_size=Interval(int, 8, MAX_IMAGE),
+    image_epochs=EPOCHS,
     sources=Deferred(_toy("SOURCE_KIND")),
     ica_components=ComponentRule(), device=DEVICE, executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
 )

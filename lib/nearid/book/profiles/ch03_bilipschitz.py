@@ -7,8 +7,21 @@ Figure A.6 sweep, all of them together show how its verdict moves with scale.
 
 from __future__ import annotations
 
-from nearid.book.params import (DEVICE, NON_NEGATIVE, POSITIVE, POSITIVE_INT, SEED, SEEDS, Boolean, Interval, ListOf,
-                                Rule)
+from nearid.book.params import (
+    BATCH,
+    DEVICE,
+    EPOCHS,
+    MAX_WIDTH,
+    NON_NEGATIVE,
+    POSITIVE,
+    SEED,
+    SEEDS,
+    WIDTH,
+    Boolean,
+    Interval,
+    ListOf,
+    Rule,
+)
 from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, MNIST_TEST, MNIST_TRAIN, SCALE_OUT, SCHEDULER
 
 
@@ -37,9 +50,9 @@ STAND_IN = ("MNIST MLP autoencoders of ours, leak swept (our alpha = 1 is the li
 
 CONSTRAINTS = dict(
     seed=SEED, seeds=SEEDS, alphas=ListOf(Interval(float, 0, 1), unique=True),
-    weight_decays=ListOf(NON_NEGATIVE, unique=True), latent_dim=Interval(int, 2),
-    hidden=ListOf(POSITIVE_INT), tie_encoder=Boolean(), n_train=Interval(int, 10, MNIST_TRAIN),
-    n_test=Interval(int, 20, MNIST_TEST), epochs=POSITIVE_INT, batch_size=POSITIVE_INT, lr=POSITIVE,
+    weight_decays=ListOf(NON_NEGATIVE, unique=True), latent_dim=Interval(int, 2, MAX_WIDTH),
+    hidden=ListOf(WIDTH), tie_encoder=Boolean(), n_train=Interval(int, 10, MNIST_TRAIN),
+    n_test=Interval(int, 20, MNIST_TEST), epochs=EPOCHS, batch_size=BATCH, lr=POSITIVE,
     digits=ListOf(Interval(int, 0, 9), min_len=0, unique=True),
     digit_alphas=ListOf(Interval(float, 0, 1), unique=True), digit_seeds=SEEDS,
     digit_weight_decay=NON_NEGATIVE, digit_n_trains=ListOf(Interval(int, 10, MNIST_TRAIN), unique=True),

@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
-from nearid.book.params import (DEVICE, POSITIVE, POSITIVE_INT, SEED, ComponentRule, Deferred, Interval, ListOf,
-                                Options, Rule, Text)
+from nearid.book.params import (
+    BATCH,
+    DEPTH,
+    DEVICE,
+    EPOCHS,
+    MAX_ROWS,
+    MAX_WIDTH,
+    POSITIVE,
+    SEED,
+    ComponentRule,
+    Deferred,
+    Interval,
+    ListOf,
+    Options,
+    Rule,
+    Text,
+)
 from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, MNIST_TEST, MNIST_TRAIN, SCALE_OUT, SCHEDULER
 
 
@@ -64,14 +79,14 @@ CONSTRAINTS = dict(
     seed=SEED, device=DEVICE, replicates=Interval(int, 1, 10),
     fit_fraction=Interval(float, 0, 1, closed="neither"),
     mnist_train=Interval(int, 10, MNIST_TRAIN), mnist_eval=Interval(int, 20, MNIST_TEST),
-    batch_size=POSITIVE_INT, lr=POSITIVE, mae_embed_dim=Interval(int, 8), mae_depth=POSITIVE_INT,
-    mae_epochs=POSITIVE_INT, clf_feature_dim=Interval(int, 2), clf_epochs=POSITIVE_INT,
-    resnet_train=Interval(int, 10, MNIST_TRAIN), resnet_epochs=POSITIVE_INT,
-    resnet_stem_stride=Options((1, 2)), lm_hidden=Interval(int, 8), lm_layers=POSITIVE_INT,
-    lm_context=Interval(int, 4), lm_train_windows=POSITIVE_INT, lm_epochs=POSITIVE_INT,
-    lm_eval_windows=Interval(int, 20), pythia_paths=ListOf(Text(empty=False), lengths=(0, 2)),
-    sentences=Interval(int, 20), clf_base_feature_dim=Interval(int, 2),
-    ica_components=ComponentRule(), ica_grid=ListOf(Interval(int, 1), unique=True),
+    batch_size=BATCH, lr=POSITIVE, mae_embed_dim=Interval(int, 8, MAX_WIDTH), mae_depth=DEPTH,
+    mae_epochs=EPOCHS, clf_feature_dim=Interval(int, 2, MAX_WIDTH), clf_epochs=EPOCHS,
+    resnet_train=Interval(int, 10, MNIST_TRAIN), resnet_epochs=EPOCHS,
+    resnet_stem_stride=Options((1, 2)), lm_hidden=Interval(int, 8, MAX_WIDTH), lm_layers=DEPTH,
+    lm_context=Interval(int, 4, MAX_WIDTH), lm_train_windows=Interval(int, 1, MAX_ROWS), lm_epochs=EPOCHS,
+    lm_eval_windows=Interval(int, 20, MAX_ROWS), pythia_paths=ListOf(Text(empty=False), lengths=(0, 2)),
+    sentences=Interval(int, 20, MAX_ROWS), clf_base_feature_dim=Interval(int, 2, MAX_WIDTH),
+    ica_components=ComponentRule(), ica_grid=ListOf(Interval(int, 1, MAX_WIDTH), unique=True),
     trend_fractions=ListOf(Interval(float, 0, 1, closed="right"), min_len=2, unique=True),
     executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
     pairs=ListOf(Deferred(_pair_rule), unique=True),

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from nearid.book.params import (
+    BATCH,
     DEVICE,
+    EPOCHS,
+    MAX_ROWS,
     POSITIVE,
-    POSITIVE_INT,
     SEED,
     SEEDS,
+    WIDTH,
     Deferred,
     Interval,
     ListOf,
@@ -57,10 +60,10 @@ STAND_IN = ("procedural look-alikes of the four datasets, rendered here, and all
 # torch) last, so that any other bad value fails before that import
 CONSTRAINTS = dict(
     seed=SEED, seeds=SEEDS, datasets=ListOf(Options(_datasets), unique=True),
-    image_size=POWER_OF_TWO, supersample=POSITIVE_INT, n_train=Interval(int, 10),
-    n_eval=Interval(int, 20), epochs=POSITIVE_INT,
-    trend_epochs=ListOf(POSITIVE_INT, min_len=3, unique=True), batch_size=POSITIVE_INT,
-    lr=POSITIVE, width=POSITIVE_INT, hidden=POSITIVE_INT,
+    image_size=POWER_OF_TWO, supersample=Interval(int, 1, 16), n_train=Interval(int, 10, MAX_ROWS),
+    n_eval=Interval(int, 20, MAX_ROWS), epochs=EPOCHS,
+    trend_epochs=ListOf(EPOCHS, min_len=3, unique=True), batch_size=BATCH,
+    lr=POSITIVE, width=WIDTH, hidden=WIDTH,
     heatmap_dataset=Options(_datasets), traversal_size=POWER_OF_TWO, device=DEVICE,
     executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
     hyper=Mapping(Options(_ch05("MODELS"))), ica_keep=Deferred(_ch05("ICA_KEEP_CHOICE")),

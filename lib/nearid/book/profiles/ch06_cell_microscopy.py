@@ -2,8 +2,27 @@
 
 from __future__ import annotations
 
-from nearid.book.params import (DEVICE, NON_NEGATIVE, POSITIVE, POSITIVE_INT, SEED, ComponentRule, FileOrEmpty,
-                                Interval, ListOf, Options, Rule, Text)
+from nearid.book.params import (
+    BATCH,
+    COUNT,
+    DEPTH,
+    DEVICE,
+    EPOCHS,
+    MAX_COUNT,
+    MAX_IMAGE,
+    MAX_ROWS,
+    MAX_WIDTH,
+    NON_NEGATIVE,
+    POSITIVE,
+    SEED,
+    ComponentRule,
+    FileOrEmpty,
+    Interval,
+    ListOf,
+    Options,
+    Rule,
+    Text,
+)
 from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCALE_OUT, SCHEDULER
 
 
@@ -39,18 +58,31 @@ PROFILES = {
 SIZES = ("mae_replicates", "image_size", "n_batches", "controls_per_batch", "embed_dim", "depth", "epochs")
 STAND_IN = ("a simulated cell screen and a small ViT-MAE of ours (RxRx3-core embeddings instead when their files are given)")
 
+def _rxrx(name: str):
+    """A check of nearid.data.rxrx, imported when a path is given (it imports pandas)."""
+    def check(path: str) -> None:
+        from nearid.data import rxrx
+        getattr(rxrx, name)(path)
+    return check
+
+
 CONSTRAINTS = dict(
-    seed=SEED, device=DEVICE, mae_replicates=Interval(int, 1, 10), image_size=Interval(int, 16), n_batches=Interval(int, 2),
-    controls_per_batch=Interval(int, 2), wells_per_guide=POSITIVE_INT, cells_per_well=POSITIVE_INT,
+    seed=SEED, device=DEVICE, mae_replicates=Interval(int, 1, 10), image_size=Interval(int, 16, MAX_IMAGE),
+    n_batches=Interval(int, 2, MAX_COUNT), controls_per_batch=Interval(int, 2, MAX_COUNT), wells_per_guide=COUNT,
+    cells_per_well=COUNT,
     well_sd=NON_NEGATIVE, effect_scale=NON_NEGATIVE, batch_strength=NON_NEGATIVE,
-    patch_size=POSITIVE_INT, embed_dim=Interval(int, 4), depth=POSITIVE_INT, num_heads=POSITIVE_INT,
-    decoder_embed_dim=Interval(int, 2), decoder_num_heads=POSITIVE_INT, decoder_depth=POSITIVE_INT,
-    mask_ratio=Interval(float, 0, 1, closed="neither"), epochs=POSITIVE_INT, batch_size=POSITIVE_INT,
-    lr=POSITIVE, weight_decay=NON_NEGATIVE, ica_components=ComponentRule(), rows_per_component=Interval(int, 0),
-    ica_grid=ListOf(Interval(int, 2), unique=True), ica_fit_on=Options(("controls", "all")),
-    n_splits=Interval(int, 2), n_estimators=POSITIVE_INT, rxrx_embeddings=FileOrEmpty(),
-    rxrx_metadata=FileOrEmpty(), rxrx_batch_column=Text(empty=False), executor=EXECUTOR,
-    scheduler=SCHEDULER, dry_run=DRY_RUN, trend_epochs=ListOf(POSITIVE_INT, unique=True),
+    patch_size=Interval(int, 1, MAX_IMAGE), embed_dim=Interval(int, 4, MAX_WIDTH), depth=DEPTH, num_heads=DEPTH,
+    decoder_embed_dim=Interval(int, 2, MAX_WIDTH), decoder_num_heads=DEPTH, decoder_depth=DEPTH,
+    mask_ratio=Interval(float, 0, 1, closed="neither"), epochs=EPOCHS, batch_size=BATCH,
+    lr=POSITIVE, weight_decay=NON_NEGATIVE, ica_components=ComponentRule(), rows_per_component=Interval(int, 0, MAX_ROWS),
+    ica_grid=ListOf(Interval(int, 2, MAX_WIDTH), unique=True), ica_fit_on=Options(("controls", "all")),
+    n_splits=Interval(int, 2, MAX_COUNT), n_estimators=COUNT,
+    rxrx_embeddings=FileOrEmpty(_rxrx("check_embeddings_file"),
+                                "RxRx3-core OpenPhenom embeddings: Parquet with well_id and numeric feature_<k> columns"),
+    rxrx_metadata=FileOrEmpty(_rxrx("check_metadata_file"),
+                              "RxRx3-core metadata: a CSV whose header names well_id, experiment_name, plate, ..."),
+    rxrx_batch_column=Text(empty=False), executor=EXECUTOR,
+    scheduler=SCHEDULER, dry_run=DRY_RUN, trend_epochs=ListOf(EPOCHS, unique=True),
 )
 
 RULES = [
