@@ -1,0 +1,179 @@
+"""Each measure on the rows :func:`nearid.align.compare` gives it, with a 95% interval and a
+permutation baseline: what resampling rows says about a similarity.
+
+Which rows. A measure that fits nothing is computed on the fit rows (the rows linear CKA
+has always used, so that the measures of one table see the same rows); an n x n measure
+on a seeded subsample of at most ``max_rows`` of them; a fitted measure (CCA, SVCCA,
+PWCCA) fits its directions on the fit rows and is scored on the held-out rows.
+
+The interval: half-samples. The measure is recomputed on ``n_resamples`` random halves of
+its rows, drawn without replacement, and the interval is the estimate plus the 2.5% and
+97.5% quantiles of the halves' deviations from their mean. For a smooth statistic of n
+rows, the deviations of half-samples have the variance of the estimate itself: this is
+the delete-d jackknife with d = n/2, whose variance factor (n - d)/d is 1 (Shao & Wu 1989,
+Ann. Statist. 17(3)). Unlike a bootstrap with replacement it never repeats a row, which
+would fake nearest neighbours and zero distances for kNN and RSA, and each resample costs
+half a measure (a quarter for an n x n one). For a fitted measure the fitted directions
+stay fixed and the halves are of the held-out rows: the interval is over evaluation rows,
+given the fit. The families' errors get the same interval over their per-row errors.
+
+The baseline: the measure with B's rows shuffled against A's (a fitted measure is refitted
+on the shuffled fit rows), ``n_permutations`` times: what "unrelated" looks like at these n
+and widths, where biased measures (linear CKA, RBF CKA, RSA by cosine) sit well above 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from nearid.align import measures as M
+
+N_RESAMPLES = 100
+N_PERMUTATIONS = 20
+LEVEL = 0.95
+MEASURE_PARAMS = {"bandwidth": "RBF CKA, times the median distance, default 1",
+                  "rdm": "RSA: euclidean or correlation", "comparison": "RSA: spearman, kendall or cosine",
+                  "k": "mutual kNN, default 10", "knn_metric": "mutual kNN: cosine or euclidean",
+                  "batch_size": "minibatch CKA, default 256", "svcca_variance": "SVCCA, default 0.99"}
+"""The measures' own options (``compare(measure_params=...)``, ``--measure-param``)."""
+
+
+def check_measure_params(params: dict | None) -> None:
+    """Unknown keys fail before any work, naming the valid ones (values are checked by the
+    measures themselves)."""
+    bad = sorted(set(params or {}) - set(MEASURE_PARAMS))
+    if bad:
+        raise ValueError(f"unknown measure parameter {', '.join(map(repr, bad))}; valid: {', '.join(MEASURE_PARAMS)}")
+
+
+@dataclass(frozen=True)
+class MeasureReport:
+    """One measure's estimate, its interval (None when not asked), the baseline with rows
+    shuffled (mean, low, high; None when not asked), and the rows it saw, in words."""
+
+    value: float
+    interval: tuple[float, float] | None
+    baseline: tuple[float, float, float] | None
+    rows: str
+
+
+def half_sample_interval(stat: Callable[[np.ndarray], float], n: int, n_resamples: int,
+                         rng: np.random.Generator, value: float) -> tuple[float, float]:
+    """``value`` plus the 2.5% and 97.5% quantiles of ``stat`` on random halves of range(n)
+    (without replacement) around their mean; (NaN, NaN) when a half is too small."""
+    draws = []
+    for _ in range(n_resamples):
+        idx = np.sort(rng.choice(n, n // 2, replace=False))
+        try:
+            draws.append(stat(idx))
+        except ValueError:  # a half too small for the measure (e.g. fewer rows than a batch)
+            return (float("nan"), float("nan"))
+    dev = np.asarray(draws, dtype=np.float64)
+    dev = dev[np.isfinite(dev)] - np.nanmean(dev)
+    if dev.size == 0:
+        return (float("nan"), float("nan"))
+    tail = (1 - LEVEL) / 2
+    low, high = np.quantile(dev, [tail, 1 - tail])
+    return (float(value + low), float(value + high))
+
+
+def mean_interval(values: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = 0) -> tuple[float, float]:
+    """The half-sample interval of a mean (a family's per-row errors)."""
+    values = np.asarray(values, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    return half_sample_interval(lambda idx: float(values[idx].mean()), values.size, n_resamples, rng,
+                                float(values.mean()))
+
+
+def _plain(name: str, params: dict) -> Callable[[np.ndarray, np.ndarray], float]:
+    """The measure as f(X, Y) on the rows it is given (no subsampling of its own)."""
+    return {
+        "cka": M.linear_cka,
+        "debiased_cka": M.debiased_cka,
+        "minibatch_cka": lambda X, Y: M.minibatch_cka(X, Y, batch_size=params.get("batch_size", 256),
+                                                      random_state=params.get("seed", 0)),
+        "rbf_cka": lambda X, Y: M.rbf_cka(X, Y, bandwidth=params.get("bandwidth", 1.0), max_rows=None),
+        "rsa": lambda X, Y: M.rsa(X, Y, rdm_metric=params.get("rdm", "euclidean"),
+                                  comparison=params.get("comparison", "spearman"), max_rows=None),
+        "mutual_knn": lambda X, Y: M.mutual_knn(X, Y, k=params.get("k", 10), metric=params.get("knn_metric", "cosine"),
+                                                max_rows=None),
+        "procrustes": M.procrustes_angle,
+        "bures": M.bures_distance,
+    }[name]
+
+
+def _fitted(name: str, params: dict):
+    """(fit(X, Y) -> state, score(state, X, Y) -> float) of a fitted measure."""
+    if name == "svcca":
+        return (lambda X, Y: M.fit_cca(X, Y, variance=params.get("svcca_variance", 0.99)),
+                lambda f, X, Y: float(f.correlations(X, Y).mean()))
+    if name == "pwcca":
+        return M.fit_cca, M.pwcca_score
+    return M.fit_cca, lambda f, X, Y: float(f.correlations(X, Y).mean())
+
+
+def _fmt(n: int) -> str:
+    return f"{n:,}"
+
+
+def evaluate_measures(names, A, B, fit_idx: np.ndarray, eval_idx: np.ndarray, *, seed: int = 0,
+                      max_rows: int | None = M.MAX_ROWS, intervals: bool = False,
+                      n_resamples: int = N_RESAMPLES, n_permutations: int = N_PERMUTATIONS,
+                      params: dict | None = None, values: dict | None = None) -> dict[str, MeasureReport]:
+    """Every measure in ``names`` on its rows of A and B (see the module docstring).
+
+    ``values`` holds estimates already computed elsewhere (the engine's streamed linear
+    CKA), which are reported as they are; the intervals and baselines are computed here."""
+    params = dict(params or {}, seed=seed)
+    values = values or {}
+    fit_rows, eval_rows = np.sort(fit_idx), np.sort(eval_idx)
+    gathered: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def rows(which: str) -> tuple[np.ndarray, np.ndarray]:
+        if which not in gathered:
+            idx = {"fit": fit_rows, "eval": eval_rows}.get(which)
+            if idx is None:  # the subsample of the n x n measures
+                idx = fit_rows
+                if max_rows is not None and idx.size > max_rows:
+                    idx = np.sort(np.random.default_rng(seed).choice(idx, max_rows, replace=False))
+            gathered[which] = (np.asarray(A[idx], dtype=np.float64), np.asarray(B[idx], dtype=np.float64))
+        return gathered[which]
+
+    out = {}
+    for k, name in enumerate(names):
+        spec = M.MEASURES[name]
+        rng = np.random.default_rng([seed, k])
+        if spec.fitted:
+            fit, score = _fitted(name, params)
+            (Xf, Yf), (Xe, Ye) = rows("fit"), rows("eval")
+            state = fit(Xf, Yf)
+            value = score(state, Xe, Ye)
+            interval = (half_sample_interval(lambda i: score(state, Xe[i], Ye[i]), Xe.shape[0], n_resamples,
+                                             rng, value) if intervals else None)
+            draws = [score(fit(Xf, Yf[rng.permutation(Xf.shape[0])]), Xe, Ye[rng.permutation(Xe.shape[0])])
+                     for _ in range(n_permutations if intervals else 0)]
+            where = f"fitted on {_fmt(Xf.shape[0])} fit rows, scored on {_fmt(Xe.shape[0])} held-out rows"
+        else:
+            f = _plain(name, params)
+            value = values.get(name)
+            if value is not None and not intervals:  # computed already (streamed): nothing to gather
+                out[name] = MeasureReport(value=float(value), interval=None, baseline=None,
+                                          rows=f"the {_fmt(fit_rows.size)} fit rows")
+                continue
+            X, Y = rows("pairs" if spec.pairwise else "fit")
+            value = f(X, Y) if value is None else value
+            interval = (half_sample_interval(lambda i: f(X[i], Y[i]), X.shape[0], n_resamples, rng, value)
+                        if intervals else None)
+            draws = [f(X, Y[rng.permutation(X.shape[0])]) for _ in range(n_permutations if intervals else 0)]
+            where = (f"{_fmt(X.shape[0])} of the {_fmt(fit_rows.size)} fit rows"
+                     if X.shape[0] < fit_rows.size else f"the {_fmt(X.shape[0])} fit rows")
+        baseline = None
+        if draws:
+            d = np.asarray(draws, dtype=np.float64)
+            tail = (1 - LEVEL) / 2
+            baseline = (float(np.mean(d)), float(np.quantile(d, tail)), float(np.quantile(d, 1 - tail)))
+        out[name] = MeasureReport(value=float(value), interval=interval, baseline=baseline, rows=where)
+    return out
