@@ -277,7 +277,7 @@ def test_selection_runs_only_what_was_asked(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["rigid"] is not None and out["ica"] is None and out["ica_components"] is None  # no FastICA
     assert out["measures"] == ["cka", "debiased_cka", "rsa"] and out["debiased_cka"] == pytest.approx(1.0)
-    assert out["measure_rows"]["rsa"] == "the 200 fit rows" and isinstance(out["threads"], int)
+    assert out["measure_rows"]["rsa"] == "on the 200 fit rows" and isinstance(out["threads"], int)
     assert main([pa, pb, "--families", "none", "--measures", "cca", "--intervals", "--resamples", "10",
                  "--permutations", "3"]) == 0
     text = capsys.readouterr().out

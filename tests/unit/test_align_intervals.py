@@ -25,8 +25,8 @@ def test_every_measure_through_compare_on_a_rotation():
     assert res.errors == {} and res.ica_components is None
     for name, spec in align.MEASURES.items():
         assert res.measures[name] == pytest.approx(spec.identical, abs=1e-7), name
-    assert res.measure_rows["rsa"] == "300 of the 400 fit rows"
-    assert res.measure_rows["debiased_cka"] == "the 400 fit rows"
+    assert res.measure_rows["rsa"] == "on 300 of the 400 fit rows"
+    assert res.measure_rows["debiased_cka"] == "on the 400 fit rows"
     assert res.measure_rows["cca"] == "fitted on 400 fit rows, scored on 400 held-out rows"
     d = res.to_dict()
     assert d["measures"] == list(align.MEASURES) and d["rsa"] == res.measures["rsa"]

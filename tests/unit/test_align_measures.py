@@ -247,3 +247,11 @@ def test_bad_options_are_refused():
         M.minibatch_cka(A, B, batch_size=100)
     with pytest.raises(ValueError, match="k must be below"):
         M.mutual_knn(A, B, k=50)
+
+
+def test_the_page_has_a_row_per_measure():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "book" / "align.md").read_text()
+    rows = {line.split("|")[1].strip().strip("`") for line in page.splitlines() if line.startswith("| `")}
+    assert set(M.MEASURES) <= rows

@@ -52,7 +52,8 @@ def check_measure_params(params: dict | None) -> None:
 @dataclass(frozen=True)
 class MeasureReport:
     """One measure's estimate, its interval (None when not asked), the baseline with rows
-    shuffled (mean, low, high; None when not asked), and the rows it saw, in words."""
+    shuffled (mean, low, high; None when not asked), and the rows it saw, in words ("on the
+    10,000 fit rows", "fitted on ..., scored on ... held-out rows")."""
 
     value: float
     interval: tuple[float, float] | None
@@ -106,13 +107,14 @@ def _plain(name: str, params: dict) -> Callable[[np.ndarray, np.ndarray], float]
 
 
 def _fitted(name: str, params: dict):
-    """(fit(X, Y) -> state, score(state, X, Y) -> float) of a fitted measure."""
+    """(fit(X, Y) -> state, score(state, X, Y) -> float, key) of a fitted measure; measures
+    with the same ``key`` share one fit (CCA and PWCCA)."""
     if name == "svcca":
-        return (lambda X, Y: M.fit_cca(X, Y, variance=params.get("svcca_variance", 0.99)),
-                lambda f, X, Y: float(f.correlations(X, Y).mean()))
-    if name == "pwcca":
-        return M.fit_cca, M.pwcca_score
-    return M.fit_cca, lambda f, X, Y: float(f.correlations(X, Y).mean())
+        variance = params.get("svcca_variance", 0.99)
+        return (lambda X, Y: M.fit_cca(X, Y, variance=variance),
+                lambda f, X, Y: float(f.correlations(X, Y).mean()), ("cca", variance))
+    score = M.pwcca_score if name == "pwcca" else (lambda f, X, Y: float(f.correlations(X, Y).mean()))
+    return M.fit_cca, score, ("cca", None)
 
 
 def _fmt(n: int) -> str:
@@ -131,6 +133,7 @@ def evaluate_measures(names, A, B, fit_idx: np.ndarray, eval_idx: np.ndarray, *,
     values = values or {}
     fit_rows, eval_rows = np.sort(fit_idx), np.sort(eval_idx)
     gathered: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    fits: dict = {}
 
     def rows(which: str) -> tuple[np.ndarray, np.ndarray]:
         if which not in gathered:
@@ -142,34 +145,45 @@ def evaluate_measures(names, A, B, fit_idx: np.ndarray, eval_idx: np.ndarray, *,
             gathered[which] = (np.asarray(A[idx], dtype=np.float64), np.asarray(B[idx], dtype=np.float64))
         return gathered[which]
 
+    def shuffles(n: int, stream: int) -> list[np.ndarray]:
+        """The baseline's row shuffles of n rows: the same for every measure (so CCA and PWCCA
+        share their refits), seeded by the comparison's seed."""
+        rng = np.random.default_rng([seed, stream, n])
+        return [rng.permutation(n) for _ in range(n_permutations if intervals else 0)]
+
     out = {}
     for k, name in enumerate(names):
         spec = M.MEASURES[name]
         rng = np.random.default_rng([seed, k])
         if spec.fitted:
-            fit, score = _fitted(name, params)
+            fit, score, key = _fitted(name, params)
             (Xf, Yf), (Xe, Ye) = rows("fit"), rows("eval")
-            state = fit(Xf, Yf)
+            if key not in fits:
+                fits[key] = fit(Xf, Yf)
+            state = fits[key]
             value = score(state, Xe, Ye)
             interval = (half_sample_interval(lambda i: score(state, Xe[i], Ye[i]), Xe.shape[0], n_resamples,
                                              rng, value) if intervals else None)
-            draws = [score(fit(Xf, Yf[rng.permutation(Xf.shape[0])]), Xe, Ye[rng.permutation(Xe.shape[0])])
-                     for _ in range(n_permutations if intervals else 0)]
+            draws = []
+            for p, (pf, pe) in enumerate(zip(shuffles(Xf.shape[0], 1), shuffles(Xe.shape[0], 2))):
+                if (key, p) not in fits:
+                    fits[key, p] = fit(Xf, Yf[pf])
+                draws.append(score(fits[key, p], Xe, Ye[pe]))
             where = f"fitted on {_fmt(Xf.shape[0])} fit rows, scored on {_fmt(Xe.shape[0])} held-out rows"
         else:
             f = _plain(name, params)
             value = values.get(name)
             if value is not None and not intervals:  # computed already (streamed): nothing to gather
                 out[name] = MeasureReport(value=float(value), interval=None, baseline=None,
-                                          rows=f"the {_fmt(fit_rows.size)} fit rows")
+                                          rows=f"on the {_fmt(fit_rows.size)} fit rows")
                 continue
             X, Y = rows("pairs" if spec.pairwise else "fit")
             value = f(X, Y) if value is None else value
             interval = (half_sample_interval(lambda i: f(X[i], Y[i]), X.shape[0], n_resamples, rng, value)
                         if intervals else None)
-            draws = [f(X, Y[rng.permutation(X.shape[0])]) for _ in range(n_permutations if intervals else 0)]
-            where = (f"{_fmt(X.shape[0])} of the {_fmt(fit_rows.size)} fit rows"
-                     if X.shape[0] < fit_rows.size else f"the {_fmt(X.shape[0])} fit rows")
+            draws = [f(X, Y[pm]) for pm in shuffles(X.shape[0], 0)]
+            where = (f"on {_fmt(X.shape[0])} of the {_fmt(fit_rows.size)} fit rows"
+                     if X.shape[0] < fit_rows.size else f"on the {_fmt(X.shape[0])} fit rows")
         baseline = None
         if draws:
             d = np.asarray(draws, dtype=np.float64)

@@ -216,18 +216,23 @@ class CCAFit:
 
 
 def _basis(Xc: np.ndarray, variance: float | None) -> np.ndarray:
-    """Columns W with Xc W orthonormal: the principal axes over their singular values, on
-    every direction above round-off (``variance`` = None) or on the leading ones holding
-    that share of the variance (SVCCA's first step)."""
-    _, s, Vt = np.linalg.svd(Xc, full_matrices=False)
-    keep = s > s[0] * max(Xc.shape) * np.finfo(np.float64).eps if s.size and s[0] > 0 else np.zeros(0, bool)
+    """Columns W with Xc W orthonormal: the principal axes of Xc'Xc over the square roots of
+    their eigenvalues, on every direction whose variance is above round-off (``variance`` =
+    None) or on the leading ones holding that share of the variance (SVCCA's first step).
+
+    From the d x d cross-product (n d^2 + d^3 flops), not an SVD of the n x d rows (about
+    four times the cost at 10,000 x 768); it resolves directions down to sqrt(d eps) of the
+    largest singular value, far below anything canonical correlations can use."""
+    lam, V = np.linalg.eigh(Xc.T @ Xc)
+    lam, V = lam[::-1], V[:, ::-1]
+    keep = lam > lam[0] * max(Xc.shape) * np.finfo(np.float64).eps if lam.size and lam[0] > 0 else lam > np.inf
     r = int(keep.sum())
     if variance is not None and r:
-        share = np.cumsum(s[:r] ** 2) / np.sum(s[:r] ** 2)
+        share = np.cumsum(lam[:r]) / np.sum(lam[:r])
         r = int(np.searchsorted(share, variance - 1e-12) + 1)
     if r == 0:
         raise ValueError("a side is constant on the fit rows: no canonical direction")
-    return Vt[:r].T / s[:r]
+    return V[:, :r] / np.sqrt(lam[:r])
 
 
 def fit_cca(X, Y, variance: float | None = None) -> CCAFit:

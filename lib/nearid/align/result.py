@@ -158,20 +158,21 @@ def format_alignment_table(res: dict) -> str:
     where = res.get("measure_rows") or {}
     names = res.get("measures")
     if names is None:  # a dict from before measures were selectable: linear CKA on the fit rows
-        names, where = ["cka"], {"cka": f"the {res['n_fit']} fit rows"}
+        names, where = ["cka"], {"cka": f"on the {res['n_fit']} fit rows"}
     baselines = res.get("baselines") or {}
     for name in names:
         spec = MEASURES[name]
         note = f"{'similarity' if spec.higher_is_better else 'distance'}, {num(spec.identical)} = same up to " \
-               f"{spec.invariant}; on {where.get(name, 'the fit rows')}"
+               f"{spec.invariant}; {where.get(name, 'on the fit rows')}"
         null = baselines.get(name)
         if null:
             note += f"; rows shuffled: {num(null['mean'])} [{num(null['low'])}, {num(null['high'])}]"
         rows.append((spec.label, val(name), note))
-    head = (f"A: {res['dim_a']}-d, B: {res['dim_b']}-d; fitted on {res['n_fit']} rows, "
-            f"evaluated on {res['n_eval']} held-out rows\n"
-            + ("error = mean ||h(a) - b|| / diameter(B)   (0 = identical, lower is better)\n"
-               if any(f in res for f in notes) else "")
+    fitted_any = any(f in res for f in notes)
+    head = (f"A: {res['dim_a']}-d, B: {res['dim_b']}-d; "
+            + (f"fitted on {res['n_fit']} rows, evaluated on {res['n_eval']} held-out rows\n" if fitted_any else
+               f"{res['n_fit']} fit rows, {res['n_eval']} held-out rows\n")
+            + ("error = mean ||h(a) - b|| / diameter(B)   (0 = identical, lower is better)\n" if fitted_any else "")
             + ("[low, high]: 95% interval from half-samples of the rows; rows shuffled: the measure "
                "when A and B are unrelated (mean [2.5%, 97.5%])\n" if intervals else ""))
     if not rows:

@@ -302,7 +302,7 @@ def _layers_text(df) -> str:
     a = df.attrs
     how = "lower = more alike" if a["lower_is_better"] else "higher = more alike"
     rows = (f"computed on the {a['n_fit']} fit rows" if a["metric"] == "cka" else
-            f"on {a['measure_rows']}" if "measure_rows" in a else
+            a["measure_rows"] if "measure_rows" in a else
             f"fitted on {a['n_fit']} rows, evaluated on {a['n_eval']} held-out rows")
     head = f"{METRIC_LABELS.get(a['metric'], a['metric'])} ({how}); rows: A's layers, columns: B's; {rows}"
     notes = "".join(f"\nnumerical fallback: {note}" for note in a.get("fallbacks", []))
