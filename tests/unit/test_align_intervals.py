@@ -99,3 +99,28 @@ def test_import_and_cka_alone_load_no_scikit_learn():
             "print(round(r.cka, 6), 'sklearn' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["1.0", "False"]
+
+
+def test_grouped_cka_interval_agrees_with_row_halves():
+    rng = np.random.default_rng(6)
+    A = rng.standard_normal((3000, 6))
+    B = A + rng.standard_normal((3000, 6))
+    value = align.linear_cka(A, B)
+    grouped = intervals._cka_interval(A, B, 400, np.random.default_rng(0), value)
+    rows = intervals.half_sample_interval(lambda i: align.linear_cka(A[i], B[i]), 3000, 400,
+                                          np.random.default_rng(1), value)
+    assert grouped[0] < value < grouped[1]
+    assert grouped[1] - grouped[0] == pytest.approx(rows[1] - rows[0], rel=0.3)
+    perms = [np.random.default_rng(2).permutation(3000)]
+    assert intervals._cka_shuffled(A, B, perms)[0] == pytest.approx(align.linear_cka(A, B[perms[0]]), rel=1e-10)
+
+
+def test_shortcut_baselines_equal_the_measure_on_shuffled_rows():
+    from nearid.align import measures
+
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((500, 5)) + 3.0
+    B = A @ rng.standard_normal((5, 4)) + rng.standard_normal((500, 4))
+    perms = [rng.permutation(500) for _ in range(3)]
+    for name, fn in (("cka", measures.linear_cka), ("debiased_cka", measures.debiased_cka)):
+        assert intervals.SHUFFLED[name](A, B, perms) == pytest.approx([fn(A, B[p]) for p in perms], rel=1e-9)

@@ -127,17 +127,19 @@ def compare(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES
                               dim_b=int(B.shape[1]))
     check_measure_params(measure_params)
     _add_measures(res, A, B, fit_idx, eval_idx, measures, seed=seed, max_rows=max_rows, intervals=intervals,
-                  n_resamples=n_resamples, n_permutations=n_permutations, params=measure_params)
+                  n_resamples=n_resamples, n_permutations=n_permutations, params=measure_params,
+                  progress=progress)
     res.seconds = time.perf_counter() - start
     return res
 
 
 def _add_measures(res: AlignmentResult, A, B, fit_idx, eval_idx, measures, *, seed, max_rows, intervals,
-                  n_resamples, n_permutations, params) -> None:
+                  n_resamples, n_permutations, params, progress=False) -> None:
     """Fill ``res.measures`` (and, with ``intervals``, the intervals and baselines) in place."""
     reports = evaluate_measures(measures, A, B, fit_idx, eval_idx, seed=seed, max_rows=max_rows,
                                 intervals=intervals, n_resamples=n_resamples, n_permutations=n_permutations,
-                                params=params, values={"cka": res.cka} if "cka" in measures else None)
+                                params=params, values={"cka": res.cka} if "cka" in measures else None,
+                                progress=progress)
     res.measures = {name: r.value for name, r in reports.items()}
     res.measure_rows = {name: r.rows for name, r in reports.items()}
     if intervals:

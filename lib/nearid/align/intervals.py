@@ -13,7 +13,8 @@ rows, the deviations of half-samples have the variance of the estimate itself: t
 the delete-d jackknife with d = n/2, whose variance factor (n - d)/d is 1 (Shao & Wu 1989,
 Ann. Statist. 17(3)). Unlike a bootstrap with replacement it never repeats a row, which
 would fake nearest neighbours and zero distances for kNN and RSA, and each resample costs
-half a measure (a quarter for an n x n one). For a fitted measure the fitted directions
+half a measure (a quarter for an n x n one); linear CKA's halves are sums of per-group
+cross-products, one pass in all. For a fitted measure the fitted directions
 stay fixed and the halves are of the held-out rows: the interval is over evaluation rows,
 given the fit. The families' errors get the same interval over their per-row errors.
 
@@ -34,6 +35,8 @@ from nearid.align import measures as M
 N_RESAMPLES = 100
 N_PERMUTATIONS = 20
 LEVEL = 0.95
+GROUPS = 20
+GROUP_BYTES = 1 << 30  # the per-group cross-products of linear CKA's interval may take this much
 MEASURE_PARAMS = {"bandwidth": "RBF CKA, times the median distance, default 1",
                   "rdm": "RSA: euclidean or correlation", "comparison": "RSA: spearman, kendall or cosine",
                   "k": "mutual kNN, default 10", "knn_metric": "mutual kNN: cosine or euclidean",
@@ -73,9 +76,10 @@ def half_sample_interval(stat: Callable[[np.ndarray], float], n: int, n_resample
         except ValueError:  # a half too small for the measure (e.g. fewer rows than a batch)
             return (float("nan"), float("nan"))
     dev = np.asarray(draws, dtype=np.float64)
-    dev = dev[np.isfinite(dev)] - np.nanmean(dev)
+    dev = dev[np.isfinite(dev)]
     if dev.size == 0:
         return (float("nan"), float("nan"))
+    dev -= dev.mean()
     tail = (1 - LEVEL) / 2
     low, high = np.quantile(dev, [tail, 1 - tail])
     return (float(value + low), float(value + high))
@@ -87,6 +91,59 @@ def mean_interval(values: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int 
     rng = np.random.default_rng(seed)
     return half_sample_interval(lambda idx: float(values[idx].mean()), values.size, n_resamples, rng,
                                 float(values.mean()))
+
+
+def _cka_interval(X: np.ndarray, Y: np.ndarray, n_resamples: int, rng: np.random.Generator,
+                  value: float) -> tuple[float, float] | None:
+    """Linear CKA's half-sample interval from per-group cross-products: the rows are dealt
+    into ``GROUPS`` random groups, and a half is a random half of the groups, whose centred
+    cross-products are sums of the groups' (one pass over the rows instead of one per half;
+    the delete-half jackknife over groups, as valid as over rows). None when the groups'
+    d x d matrices would not fit in ``GROUP_BYTES`` (the caller resamples rows instead)."""
+    p, q = X.shape[1], Y.shape[1]
+    if GROUPS * (p * p + q * q + p * q) * 8 > GROUP_BYTES or X.shape[0] < 2 * GROUPS:
+        return None
+    Xc, Yc = X - X.mean(0), Y - Y.mean(0)
+    label = rng.permutation(X.shape[0]) % GROUPS
+    parts = []
+    for g in range(GROUPS):
+        x, y = Xc[label == g], Yc[label == g]
+        parts.append((x.shape[0], x.sum(0), y.sum(0), x.T @ x, y.T @ y, x.T @ y))
+    draws = []
+    for _ in range(n_resamples):
+        chosen = [parts[g] for g in rng.choice(GROUPS, GROUPS // 2, replace=False)]
+        m = sum(c[0] for c in chosen)
+        sx, sy = sum(c[1] for c in chosen), sum(c[2] for c in chosen)
+        gxx = sum(c[3] for c in chosen) - np.outer(sx, sx) / m
+        gyy = sum(c[4] for c in chosen) - np.outer(sy, sy) / m
+        gxy = sum(c[5] for c in chosen) - np.outer(sx, sy) / m
+        draws.append(M._cka_from_moments(gxx, gyy, gxy))
+    dev = np.asarray(draws) - np.mean(draws)
+    tail = (1 - LEVEL) / 2
+    low, high = np.quantile(dev, [tail, 1 - tail])
+    return (float(value + low), float(value + high))
+
+
+def _cka_shuffled(X: np.ndarray, Y: np.ndarray, perms: list[np.ndarray]) -> list[float]:
+    """Linear CKA with B's rows shuffled: A'A and B'B do not move, only A'B is recomputed."""
+    Xc, Yc = X - X.mean(0), Y - Y.mean(0)
+    gxx, gyy = Xc.T @ Xc, Yc.T @ Yc
+    return [M._cka_from_moments(gxx, gyy, Xc.T @ Yc[pm]) for pm in perms]
+
+
+def _debiased_shuffled(X: np.ndarray, Y: np.ndarray, perms: list[np.ndarray]) -> list[float]:
+    """Debiased CKA with B's rows shuffled: the two self terms do not move (a shuffle keeps
+    B's column means, so B stays centred); only the cross term is recomputed."""
+    Xc, Yc = X - X.mean(0), Y - Y.mean(0)
+    hxx, hyy = M._hsic_unbiased_linear(Xc, Xc, Xc.T @ Xc), M._hsic_unbiased_linear(Yc, Yc, Yc.T @ Yc)
+    out = []
+    for pm in perms:
+        Ys = Yc[pm]
+        out.append(M._ratio(M._hsic_unbiased_linear(Xc, Ys, Xc.T @ Ys), hxx, hyy))
+    return out
+
+
+SHUFFLED = {"cka": _cka_shuffled, "debiased_cka": _debiased_shuffled}  # cheaper than the measure per shuffle
 
 
 def _plain(name: str, params: dict) -> Callable[[np.ndarray, np.ndarray], float]:
@@ -124,8 +181,10 @@ def _fmt(n: int) -> str:
 def evaluate_measures(names, A, B, fit_idx: np.ndarray, eval_idx: np.ndarray, *, seed: int = 0,
                       max_rows: int | None = M.MAX_ROWS, intervals: bool = False,
                       n_resamples: int = N_RESAMPLES, n_permutations: int = N_PERMUTATIONS,
-                      params: dict | None = None, values: dict | None = None) -> dict[str, MeasureReport]:
+                      params: dict | None = None, values: dict | None = None,
+                      progress: bool = False) -> dict[str, MeasureReport]:
     """Every measure in ``names`` on its rows of A and B (see the module docstring).
+    ``progress``: a bar on stderr (after 2 s) naming the measure being computed.
 
     ``values`` holds estimates already computed elsewhere (the engine's streamed linear
     CKA), which are reported as they are; the intervals and baselines are computed here."""
@@ -151,8 +210,18 @@ def evaluate_measures(names, A, B, fit_idx: np.ndarray, eval_idx: np.ndarray, *,
         rng = np.random.default_rng([seed, stream, n])
         return [rng.permutation(n) for _ in range(n_permutations if intervals else 0)]
 
+    bar = None
+    if progress and names:
+        import sys
+
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(names), desc="measures", delay=2.0, file=sys.stderr, leave=False, dynamic_ncols=True)
     out = {}
     for k, name in enumerate(names):
+        if bar is not None:
+            bar.set_description_str(f"measures: {name}" + (" with interval and baseline" if intervals else ""))
+            bar.update(0 if k == 0 else 1)
         spec = M.MEASURES[name]
         rng = np.random.default_rng([seed, k])
         if spec.fitted:
@@ -179,9 +248,11 @@ def evaluate_measures(names, A, B, fit_idx: np.ndarray, eval_idx: np.ndarray, *,
                 continue
             X, Y = rows("pairs" if spec.pairwise else "fit")
             value = f(X, Y) if value is None else value
-            interval = (half_sample_interval(lambda i: f(X[i], Y[i]), X.shape[0], n_resamples, rng, value)
-                        if intervals else None)
-            draws = [f(X, Y[pm]) for pm in shuffles(X.shape[0], 0)]
+            interval = _cka_interval(X, Y, n_resamples, rng, value) if intervals and name == "cka" else None
+            if intervals and interval is None:
+                interval = half_sample_interval(lambda i: f(X[i], Y[i]), X.shape[0], n_resamples, rng, value)
+            perms = shuffles(X.shape[0], 0)
+            draws = SHUFFLED[name](X, Y, perms) if name in SHUFFLED else [f(X, Y[pm]) for pm in perms]
             where = (f"on {_fmt(X.shape[0])} of the {_fmt(fit_rows.size)} fit rows"
                      if X.shape[0] < fit_rows.size else f"on the {_fmt(X.shape[0])} fit rows")
         baseline = None
@@ -190,4 +261,6 @@ def evaluate_measures(names, A, B, fit_idx: np.ndarray, eval_idx: np.ndarray, *,
             tail = (1 - LEVEL) / 2
             baseline = (float(np.mean(d)), float(np.quantile(d, tail)), float(np.quantile(d, 1 - tail)))
         out[name] = MeasureReport(value=float(value), interval=interval, baseline=baseline, rows=where)
+    if bar is not None:
+        bar.close()
     return out
