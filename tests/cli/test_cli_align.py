@@ -373,3 +373,13 @@ def test_failing_svd_falls_back_and_says_so(tmp_path, capsys, monkeypatch):
     assert out["rigid"] < 1e-10
     assert main([pa, pb, "--no-progress"]) == 0
     assert "numerical fallback: rigid SVD" in capsys.readouterr().out
+
+
+def test_layers_with_a_measure(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((300, 5))
+    np.savez(tmp_path / "a.npz", l0=A, l1=A @ rng.standard_normal((5, 5)))
+    assert main(["--layers", str(tmp_path / "a.npz"), str(tmp_path / "a.npz"), "--metric", "mutual_knn",
+                 "--max-rows", "100", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["metric"] == "mutual_knn" and out["values"][0][0] == pytest.approx(1.0)

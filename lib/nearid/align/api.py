@@ -148,15 +148,17 @@ def _add_measures(res: AlignmentResult, A, B, fit_idx, eval_idx, measures, *, se
         res.baselines = {name: r.baseline for name, r in reports.items()}
 
 
-@validate_params(families=ListOf(FAMILY, min_len=0), fit_fraction=FRACTION, **ICA_ARGUMENTS)
+@validate_params(families=ListOf(FAMILY, min_len=0), fit_fraction=FRACTION, measures=ListOf(MEASURE, min_len=0),
+                 **ICA_ARGUMENTS)
 def alignment_table(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES,
                     ica_components: float | int | str | None = ICA_COMPONENTS,
                     ica_max_rows: int | None = None, ica_max_iter: int = 1000,
-                    ica_max_components: int | None = None) -> dict:
-    """:func:`compare` as a flat dict (one error per family, efficiency, CKA, split sizes)."""
+                    ica_max_components: int | None = None, measures=("cka",)) -> dict:
+    """:func:`compare` as a flat dict (one error per family, efficiency, CKA, split sizes, and
+    one entry per other measure asked for)."""
     return compare(A, B, fit_fraction=fit_fraction, seed=seed, families=families,
                    ica_components=ica_components, ica_max_rows=ica_max_rows,
-                   ica_max_iter=ica_max_iter, ica_max_components=ica_max_components).to_dict()
+                   ica_max_iter=ica_max_iter, ica_max_components=ica_max_components, measures=measures).to_dict()
 
 
 @validate_params(metric=Options(METRICS, noun="metric"), fit_fraction=FRACTION, dtype=DTYPE, max_rows=MAX_ROWS_ARG,

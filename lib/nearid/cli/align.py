@@ -2,7 +2,10 @@
 
 Rows of A and B must be the same inputs in the same order. The command fits every family on
 a random ``--fit-fraction`` of the rows and reports normalised errors on the rest, the ICA
-efficiency and linear CKA: a readable table, or one JSON object with ``--json``. With
+efficiency and linear CKA on the fit rows: a readable table, or one JSON object with
+``--json``. ``--families`` and ``--measures`` choose what runs (any subset; FastICA only
+with ``ica``), ``--intervals`` adds 95% intervals and the value with B's rows shuffled, and
+the output states the rows each measure used and the BLAS thread count. With
 ``--layers`` it compares every array of A's file with every array of B's and prints the
 matrix (``--plot`` draws it). Files: .npy, .npz, .pt, .safetensors, .h5, .parquet; pick one
 array of a multi-array file as ``file.npz:key``. Bad input (missing file or key, unknown
@@ -324,6 +327,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--families, --measures and --intervals go with two files, not --layers "
                              "(--metric chooses the one number of a layer grid)")
         pair = {} if args.layers else _pair_options(args)
+        if args.layers and args.metric in MEASURES:
+            options.update(max_rows=args.max_rows or None, measure_params=_measure_params(args.measure_param))
         from threadpoolctl import threadpool_info
 
         with warnings.catch_warnings(), threadpool_limits(limits=args.threads or _idle_threads()):
