@@ -211,7 +211,7 @@ def evaluate_measures(names, A, B, fit_idx: np.ndarray, eval_idx: np.ndarray, *,
         return [rng.permutation(n) for _ in range(n_permutations if intervals else 0)]
 
     bar = None
-    if progress and names:
+    if progress and (intervals or set(names) - set(values)):  # something left to compute
         import sys
 
         from tqdm.auto import tqdm
@@ -221,7 +221,8 @@ def evaluate_measures(names, A, B, fit_idx: np.ndarray, eval_idx: np.ndarray, *,
     for k, name in enumerate(names):
         if bar is not None:
             bar.set_description_str(f"measures: {name}" + (" with interval and baseline" if intervals else ""))
-            bar.update(0 if k == 0 else 1)
+            if k:
+                bar.update(1)  # the previous measure is done
         spec = M.MEASURES[name]
         rng = np.random.default_rng([seed, k])
         if spec.fitted:
@@ -262,5 +263,6 @@ def evaluate_measures(names, A, B, fit_idx: np.ndarray, eval_idx: np.ndarray, *,
             baseline = (float(np.mean(d)), float(np.quantile(d, tail)), float(np.quantile(d, 1 - tail)))
         out[name] = MeasureReport(value=float(value), interval=interval, baseline=baseline, rows=where)
     if bar is not None:
+        bar.update(1)
         bar.close()
     return out
