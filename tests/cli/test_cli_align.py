@@ -255,11 +255,48 @@ def test_threads_leave_busy_cores_alone(monkeypatch):
     from nearid.cli import align as cli_align
 
     monkeypatch.setattr(cli_align.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(cli_align.os, "getloadavg", lambda: (7.5, 7.0, 6.0))  # a lagging load average is ignored
     with threadpool_limits(limits=2):
-        monkeypatch.setattr(cli_align.os, "getloadavg", lambda: (7.5, 7.0, 6.0))
-        assert cli_align._idle_threads() == 1  # every core busy: one thread
-        monkeypatch.setattr(cli_align.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
-        assert cli_align._idle_threads() is None  # idle: the BLAS default stands
+        monkeypatch.setattr(cli_align, "_busy_cores", lambda cores: 1.9)
+        assert cli_align._idle_threads() == 1  # every core busy now: one thread
+        monkeypatch.setattr(cli_align, "_busy_cores", lambda cores: 0.05)
+        assert cli_align._idle_threads() is None  # idle now: the BLAS default stands
+
+
+def test_busy_cores_are_measured_now():
+    from nearid.cli import align as cli_align
+
+    busy = cli_align._busy_cores({0}, interval=0.05)
+    assert busy is None or 0.0 <= busy <= 1.0
+
+
+def test_selection_runs_only_what_was_asked(tmp_path, capsys):
+    A, B = _pair(n=400, d=6)
+    pa, pb = _write(tmp_path, A, B)
+    assert main([pa, pb, "--families", "rigid", "--measures", "cka,debiased_cka,rsa", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rigid"] is not None and out["ica"] is None and out["ica_components"] is None  # no FastICA
+    assert out["measures"] == ["cka", "debiased_cka", "rsa"] and out["debiased_cka"] == pytest.approx(1.0)
+    assert out["measure_rows"]["rsa"] == "on the 200 fit rows" and isinstance(out["threads"], int)
+    assert main([pa, pb, "--families", "none", "--measures", "cca", "--intervals", "--resamples", "10",
+                 "--permutations", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "mean CCA" in text and "rigid" not in text and "rows shuffled" in text and "BLAS thread" in text
+    assert "fitted on 200 fit rows, scored on 200 held-out rows" in text
+    with pytest.raises(SystemExit):
+        main([pa, pb, "--measures", "cka,nope"])
+    assert "unknown measure 'nope'" in capsys.readouterr().err
+    assert main([pa, pb, "--measure-param", "bogus=1"]) == 2
+
+
+def test_measures_alone_do_not_import_scikit_learn(tmp_path):
+    A, B = _pair(n=300, d=5)
+    pa, pb = _write(tmp_path, A, B)
+    code = ("import sys; from nearid.cli.align import main; "
+            f"rc = main([{pa!r}, {pb!r}, '--families', 'none', '--measures', 'cka,rsa,procrustes']); "
+            "print(rc, 'sklearn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "0 False"
 
 
 # --------------------------------------------------------------------------- wide inputs, round-off
@@ -370,3 +407,13 @@ def test_failing_svd_falls_back_and_says_so(tmp_path, capsys, monkeypatch):
     assert out["rigid"] < 1e-10
     assert main([pa, pb, "--no-progress"]) == 0
     assert "numerical fallback: rigid SVD" in capsys.readouterr().out
+
+
+def test_layers_with_a_measure(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((300, 5))
+    np.savez(tmp_path / "a.npz", l0=A, l1=A @ rng.standard_normal((5, 5)))
+    assert main(["--layers", str(tmp_path / "a.npz"), str(tmp_path / "a.npz"), "--metric", "mutual_knn",
+                 "--max-rows", "100", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["metric"] == "mutual_knn" and out["values"][0][0] == pytest.approx(1.0)

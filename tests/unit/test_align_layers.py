@@ -75,10 +75,19 @@ def test_accepts_torch_and_reports_mismatched_rows():
         align.compare_layers(A, B)
 
 
+def test_a_measure_per_layer_pair():
+    A = layer_stack()
+    df = align.compare_layers(A, A, metric="debiased_cka")
+    assert np.allclose(np.diag(df.to_numpy()), 1.0) and df.attrs["lower_is_better"] is False
+    assert df.attrs["measure_rows"].endswith("fit rows")
+    dist = align.compare_layers(A, A, metric="procrustes")
+    assert np.allclose(np.diag(dist.to_numpy()), 0.0, atol=1e-7) and dist.attrs["lower_is_better"] is True
+
+
 def test_bad_arguments():
     A = layer_stack()
-    with pytest.raises(ValueError, match="unknown metric 'cca'"):
-        align.compare_layers(A, A, metric="cca")
+    with pytest.raises(ValueError, match="unknown metric 'svd'"):
+        align.compare_layers(A, A, metric="svd")
     with pytest.raises(ValueError, match="non-empty mapping"):
         align.compare_layers({}, A)
     bad = dict(A)

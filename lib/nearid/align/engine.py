@@ -17,19 +17,10 @@ import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
-from sklearn.exceptions import ConvergenceWarning
 
 from nearid import linalg
-from nearid.align.families import (
-    ICASettings,
-    _cka_from_moments,
-    check_pair,
-    ica_efficiency,
-    latent_diameter,
-    linear_cka,
-    make_alignment,
-)
+from nearid.align.measures import _cka_from_moments, linear_cka
+from nearid.align.protocol import ICASettings, check_pair, ica_efficiency, latent_diameter
 from nearid.align.result import AlignmentResult
 
 # Everything except FastICA is computed from d x d cross-products of the fit rows, streamed
@@ -356,6 +347,8 @@ def _fit_pass(A, stats_bs, run: _Run, tick):
 def _signed_matching(cross, sq_a, sq_b, scale: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """SignedPermutationAlignment.fit from centred sums: (source A column or -1, coefficient)
     for every B column; Hungarian matching on |correlation|."""
+    from scipy.optimize import linear_sum_assignment
+
     na, nb = np.sqrt(sq_a), np.sqrt(sq_b)
     na[na == 0] = 1.0
     nb[nb == 0] = 1.0
@@ -386,7 +379,7 @@ def _pca(stats: _Stats, columns: np.ndarray, dtype, side: str = "", tick=None, t
     if full_key in stats.cache:
         return stats.cache[full_key]
     if cache_key not in stats.cache:
-        from nearid.ica import pca_from_covariance
+        from nearid.ica_protocol import pca_from_covariance
 
         cov = stats.gram[np.ix_(columns, columns)] / (stats.n - 1)
         rel = max(stats.n, int(columns.sum())) * float(np.finfo(np.float64).eps)
@@ -520,6 +513,8 @@ def _side_ica(X, stats: _Stats, side: str, run: _Run):
         bar.describe(f"ica {side}: FastICA, {k} components on {n} rows, iteration {done[0]} (at most "
                      f"{proto.max_iter})")
         bar.tick(per_iteration)
+
+    from sklearn.exceptions import ConvergenceWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # reported as ica_converged
@@ -761,7 +756,7 @@ def _engine(As, Bs, settings: EngineSettings, *, fit_fraction: float, fit_rows: 
 
 def _ica_components_guess(d, n_rows, max_components) -> int:
     """The most components a side's ICA can get (the rows rule, the cap, the width)."""
-    from nearid.ica import ROWS_PER_COMPONENT
+    from nearid.ica_protocol import ROWS_PER_COMPONENT
 
     k = min(d, max(1, n_rows // ROWS_PER_COMPONENT))
     return k if max_components is None else min(k, max_components)
@@ -802,8 +797,8 @@ def _engine_run(inputs: Inputs, split: Split, settings: EngineSettings, bar: _Pr
         for name, X in zip(names, mats):
             largest = max(largest, _check_finite(X, inputs.describe(label, name),
                                                  max(MIN_BLOCK_ROWS, BLOCK_ELEMENTS // X.shape[1])))
-    diameters = []
-    for name, B in zip(inputs.names_b, inputs.Bs):
+    diameters = [float("nan")] * len(inputs.Bs) if not settings.families else []
+    for name, B in zip(inputs.names_b, inputs.Bs) if settings.families else ():  # only errors need it
         try:
             diameters.append(latent_diameter(np.asarray(B[_diameter_rows(split.eval_idx)], dtype=np.float64)))
         except ValueError:
@@ -903,6 +898,10 @@ def _run_grid(run: _Run, diameters: list[float]) -> list[list[AlignmentResult]]:
 def _compare_reference(A, B, settings: EngineSettings, *, fit_fraction: float,
                        fit_rows: int | None = None) -> AlignmentResult:
     """The obviously-correct path: float64 copies, one estimator per family (slow, for checks)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from nearid.align.families import make_alignment
+
     seed, ica = settings.seed, settings.ica
     A, B = check_pair(A, B)
     fit_idx, eval_idx = _split(A.shape[0], max(A.shape[1], B.shape[1]), fit_fraction, seed, fit_rows)

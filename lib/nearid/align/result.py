@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nearid.align.families import EFFICIENCY_MIN_GAP
-from nearid.ica import LOW_VARIANCE
+from nearid.align.measures import MEASURES
+from nearid.align.protocol import EFFICIENCY_MIN_GAP
+from nearid.ica_protocol import LOW_VARIANCE
 
 
 @dataclass
@@ -31,6 +32,12 @@ class AlignmentResult:
     ``ica_components_by_rule`` what the variance rule asked for before it (the cap bound
     on a side where the two differ); ``fallbacks`` lists the numerical fallbacks used
     (a decomposition retried with another LAPACK driver, FastICA refitted; empty = none).
+    ``measures`` holds every similarity measure asked for (linear CKA as "cka", the same
+    number as ``cka``) and ``measure_rows`` the rows each was computed on, in words;
+    ``intervals`` (measures and errors) and ``baselines`` (measures: mean, low and high
+    with B's rows shuffled) are filled when intervals were asked for
+    (:mod:`nearid.align.intervals`); ``threads`` is the BLAS thread count the command ran
+    with (None from Python: whatever the caller set).
     """
 
     errors: dict[str, float]
@@ -50,6 +57,11 @@ class AlignmentResult:
     ica_max_components: int | None = None
     ica_components_by_rule: tuple[int, int] | None = None
     fallbacks: list[str] = field(default_factory=list)
+    measures: dict[str, float] = field(default_factory=dict)
+    measure_rows: dict[str, str] = field(default_factory=dict)
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    baselines: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    threads: int | None = None
 
     @property
     def ica_cap_bound(self) -> tuple[bool, bool] | None:
@@ -61,10 +73,23 @@ class AlignmentResult:
     def to_dict(self) -> dict:
         """Flat numbers (no per-row arrays): one entry per family, then the rest. The cap's
         keys (``ica_max_components``, ``ica_components_by_rule``, ``ica_cap_bound``) appear
-        when a cap was applied, ``fallbacks`` when one was used."""
+        when a cap was applied, ``fallbacks`` when one was used. Each measure asked for has
+        its own key (``measures`` lists them, ``measure_rows`` says on which rows; both only
+        when a measure other than linear CKA was asked for), and
+        ``intervals`` ({name: [low, high]}) and ``baselines`` ({name: {mean, low, high}})
+        appear when intervals were computed."""
         out: dict = dict(self.errors)
         out.update(ica_efficiency=self.ica_efficiency, cka=self.cka, n_fit=self.n_fit,
                    n_eval=self.n_eval, dim_a=self.dim_a, dim_b=self.dim_b)
+        if set(self.measures) - {"cka"}:  # (linear CKA alone: the record the chapters have always kept)
+            out.update(self.measures)
+            out.update(measures=list(self.measures), measure_rows=dict(self.measure_rows))
+        if self.intervals:
+            out.update(intervals={k: None if v is None else list(v) for k, v in self.intervals.items()},
+                       baselines={k: None if v is None else dict(zip(("mean", "low", "high"), v))
+                                  for k, v in self.baselines.items()})
+        if self.threads is not None:
+            out.update(threads=self.threads)
         if self.ica_components is not None:
             out.update(ica_components=list(self.ica_components), ica_variance=list(self.ica_variance))
             if self.ica_max_components is not None:
@@ -87,6 +112,9 @@ class AlignmentResult:
                  f"{self.n_eval} held-out rows; {self.dtype})",
                  f"  errors (lower = more alike): {errs}" if errs else "  errors: none computed",
                  f"  ica_efficiency={num(self.ica_efficiency)}, cka={num(self.cka)}"]
+        others = {k: v for k, v in self.measures.items() if k != "cka"}
+        if others:
+            lines.append("  measures: " + ", ".join(f"{k}={num(v)}" for k, v in others.items()))
         if self.ica_components is not None:
             lines.append(f"  ica_components={self.ica_components}, ica_variance=("
                          f"{self.ica_variance[0]:.2f}, {self.ica_variance[1]:.2f})")
@@ -117,15 +145,41 @@ def format_alignment_table(res: dict) -> str:
              "rigid": "rotation/reflection + global scale + shift",
              "linear": "any affine map",
              "ica": "whiten + ICA each side, match components"}
-    rows = [(fam, num(res[fam]), note) for fam, note in notes.items() if fam in res]
+    intervals = res.get("intervals") or {}
+
+    def val(key):
+        low_high = intervals.get(key)
+        text = num(res.get(key))
+        return text if not low_high else f"{text} [{num(low_high[0])}, {num(low_high[1])}]"
+
+    rows = [(fam, val(fam), note) for fam, note in notes.items() if fam in res]
     if all(f in res for f in ("permutation", "rigid", "ica")):
         rows.append(("ica efficiency", eff_s, eff_note))
-    rows.append(("linear CKA", num(res.get("cka")), "similarity, 1 = same up to rotation + scale"))
-    head = (f"A: {res['dim_a']}-d, B: {res['dim_b']}-d; fitted on {res['n_fit']} rows, "
-            f"evaluated on {res['n_eval']} held-out rows\n"
-            "error = mean ||h(a) - b|| / diameter(B)   (0 = identical, lower is better)\n")
+    where = res.get("measure_rows") or {}
+    names = res.get("measures")
+    if names is None:  # a dict from before measures were selectable: linear CKA on the fit rows
+        names, where = ["cka"], {"cka": f"on the {res['n_fit']} fit rows"}
+    baselines = res.get("baselines") or {}
+    for name in names:
+        spec = MEASURES[name]
+        note = f"{'similarity' if spec.higher_is_better else 'distance'}, {num(spec.identical)} = same up to " \
+               f"{spec.invariant}; {where.get(name, 'on the fit rows')}"
+        null = baselines.get(name)
+        if null:
+            note += f"; rows shuffled: {num(null['mean'])} [{num(null['low'])}, {num(null['high'])}]"
+        rows.append((spec.label, val(name), note))
+    fitted_any = any(f in res for f in notes)
+    head = (f"A: {res['dim_a']}-d, B: {res['dim_b']}-d; "
+            + (f"fitted on {res['n_fit']} rows, evaluated on {res['n_eval']} held-out rows\n" if fitted_any else
+               f"{res['n_fit']} fit rows, {res['n_eval']} held-out rows\n")
+            + ("error = mean ||h(a) - b|| / diameter(B)   (0 = identical, lower is better)\n" if fitted_any else "")
+            + ("[low, high]: 95% interval from half-samples of the rows; rows shuffled: the measure "
+               "when A and B are unrelated (mean [2.5%, 97.5%])\n" if intervals else ""))
+    if not rows:
+        return head + "nothing was asked for"
     width = max(len(r[0]) for r in rows)
-    body = "\n".join(f"{name:<{width}}  {val:>6}   {note}" for name, val, note in rows)
+    vwidth = max(len(r[1]) for r in rows)
+    body = "\n".join(f"{name:<{width}}  {v:>{vwidth}}   {note}" for name, v, note in rows)
     comps, var = res.get("ica_components"), res.get("ica_variance")
     if comps is not None and var is not None:
         body += (f"\nICA whitened components: A {comps[0]} ({100 * var[0]:.0f}% of its variance), "

@@ -2,7 +2,10 @@
 
 Rows of A and B must be the same inputs in the same order. The command fits every family on
 a random ``--fit-fraction`` of the rows and reports normalised errors on the rest, the ICA
-efficiency and linear CKA: a readable table, or one JSON object with ``--json``. With
+efficiency and linear CKA on the fit rows: a readable table, or one JSON object with
+``--json``. ``--families`` and ``--measures`` choose what runs (any subset; FastICA only
+with ``ica``), ``--intervals`` adds 95% intervals and the value with B's rows shuffled, and
+the output states the rows each measure used and the BLAS thread count. With
 ``--layers`` it compares every array of A's file with every array of B's and prints the
 matrix (``--plot`` draws it). Files: .npy, .npz, .pt, .safetensors, .h5, .parquet; pick one
 array of a multi-array file as ``file.npz:key``. Bad input (missing file or key, unknown
@@ -25,27 +28,35 @@ import warnings
 import numpy as np
 
 from nearid.align import (
+    FAMILIES,
     ICA_COMPONENTS,
     ICA_MAX_COMPONENTS,
     ICA_MAX_ITER,
     ICA_MAX_ROWS,
+    MEASURES,
     METRICS,
     compare,
     compare_layers,
     format_alignment_table,
 )
+from nearid.align.intervals import MEASURE_PARAMS, N_PERMUTATIONS, N_RESAMPLES
+from nearid.align.measures import MAX_ROWS
 from nearid.data.embedding_files import SUFFIXES, EmbeddingFileError, load_embeddings, load_layers
 
 JSON_KEYS = ("permutation", "rigid", "linear", "ica", "ica_efficiency", "ica_efficiency_caveat", "cka", "n_fit",
              "n_eval",
              "ica_components", "ica_variance", "ica_converged", "ica_max_components", "ica_components_by_rule",
-             "ica_cap_bound", "fallbacks", "dim_a", "dim_b", "dtype", "seconds", "timings")
+             "ica_cap_bound", "fallbacks", "dim_a", "dim_b", "dtype", "seconds", "timings", "measures",
+             "measure_rows", "threads")
 EXIT_BAD_INPUT = 2
 DESCRIPTION = ("Compare two embeddings of the same inputs: fit signed-permutation, rigid, "
                "linear and ICA maps from A to B on a fit split, report the mean l2 error on "
                "the held-out rows normalised by B's diameter (lower = more alike), the ICA "
-               "efficiency (perm - ica)/(perm - rigid), and linear CKA. With --layers, compare "
-               "every layer of A with every layer of B under one --metric.")
+               "efficiency (perm - ica)/(perm - rigid), and linear CKA on the fit rows; "
+               "--families and --measures choose what runs (debiased, minibatch and RBF CKA, "
+               "CCA, SVCCA, PWCCA, RSA, mutual kNN, Procrustes and Bures shape metrics), "
+               "--intervals adds 95%% intervals and the value for unrelated rows. With "
+               "--layers, compare every layer of A with every layer of B under one --metric.")
 FILES_HELP = f"{', '.join(SUFFIXES)}; one array of a multi-array file as FILE:KEY"
 
 
@@ -58,9 +69,29 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--layers", action="store_true",
                    help="A and B are multi-array files (.npz, .pt, .safetensors, .h5): compare every "
                         "array of A with every array of B and print the matrix")
+    p.add_argument("--families", type=_names(FAMILIES, "family"), default=FAMILIES, metavar="LIST",
+                   help=f"comma-separated transform families to fit, any of {','.join(FAMILIES)}, or 'none' "
+                        "(default all; FastICA runs only with ica)")
+    p.add_argument("--measures", type=_names(tuple(MEASURES), "measure"), default=("cka",), metavar="LIST",
+                   help=f"comma-separated similarity measures, any of {','.join(MEASURES)}, or 'none' "
+                        "(default cka: linear CKA on the fit rows). Fitted ones (cca, svcca, pwcca) are fitted on "
+                        "the fit rows and scored on the held-out rows; n x n ones (rbf_cka, rsa, mutual_knn) use "
+                        "at most --max-rows of the fit rows; the rest use every fit row")
+    p.add_argument("--max-rows", type=int, default=MAX_ROWS,
+                   help=f"rows of the n x n measures (default {MAX_ROWS}; 0 = every fit row)")
+    p.add_argument("--measure-param", action="append", default=[], metavar="KEY=VALUE",
+                   help=f"a measure's option, repeatable: {', '.join(f'{k} ({v})' for k, v in MEASURE_PARAMS.items())}")
+    p.add_argument("--intervals", action="store_true",
+                   help="add a 95%% interval to every error and measure (half-samples of the rows) and, to every "
+                        "measure, its value with B's rows shuffled (what unrelated looks like at this n and width); "
+                        "costs --resamples half-measures and --permutations whole measures each")
+    p.add_argument("--resamples", type=int, default=N_RESAMPLES,
+                   help=f"half-samples per interval (default {N_RESAMPLES})")
+    p.add_argument("--permutations", type=int, default=N_PERMUTATIONS,
+                   help=f"shuffles per baseline (default {N_PERMUTATIONS})")
     p.add_argument("--metric", choices=METRICS, default="rigid",
                    help="with --layers: the number in each cell (an error, lower = more alike; or "
-                        "cka, higher = more alike; default rigid)")
+                        "a measure; default rigid)")
     p.add_argument("--plot", metavar="OUT.png",
                    help="with --layers: write the matrix as a labelled heatmap (png, pdf or svg)")
     p.add_argument("--fit-fraction", type=float, default=0.5,
@@ -85,9 +116,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="compute in float64 even for float32 inputs (default: float32 where the data "
                         "allow it, which the output's dtype reports)")
     p.add_argument("--threads", type=int, default=None,
-                   help="BLAS threads for the large matrix products (default: the cores other jobs "
-                        "leave idle, by the load average, at most the BLAS default; on 2 cores that "
-                        "other jobs kept busy, 1 thread ran twice as fast as 2)")
+                   help="BLAS threads for the large matrix products (default: the cores idle now, measured "
+                        "over 0.2 s, at most the BLAS default; on 2 cores that other jobs kept busy, 1 thread "
+                        "ran twice as fast as 2). The output states the count")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (it is also off with --json when stderr is not a terminal)")
     p.set_defaults(func=run)
@@ -109,22 +140,96 @@ def _components(text: str) -> float | int | str:
     raise argparse.ArgumentTypeError(f"expected 'all', a count >= 1 or a share in (0, 1], got {text!r}")
 
 
-def _idle_threads() -> int | None:
-    """BLAS threads for a machine others share: the cores the 1-minute load average leaves
-    idle (at least 1), or None (no change) when that is not fewer than BLAS uses already.
+def _names(allowed: tuple[str, ...], noun: str):
+    """argparse type of --families and --measures: a comma-separated subset, or 'none'."""
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+        if names in ((), ("none",)):
+            return ()
+        bad = [n for n in names if n not in allowed]
+        if bad:
+            raise argparse.ArgumentTypeError(f"unknown {noun} {', '.join(map(repr, bad))}; valid: "
+                                             f"{', '.join(allowed)} (or none)")
+        return names
+    return parse
 
-    Multi-threaded OpenBLAS spin-waits for cores other processes hold: on 2 shared cores at
-    load 2-10, 2 threads made every product of ``nearid align`` about twice as slow as 1."""
+
+def _busy_cores(cores: set[int], interval: float = 0.2) -> float | None:
+    """How many of ``cores`` other processes keep busy now: their busy share over
+    ``interval`` seconds, summed (psutil, else /proc/stat); None where neither is readable."""
+    try:
+        import psutil
+
+        per_cpu = psutil.cpu_percent(interval=interval, percpu=True)
+        return sum(per_cpu[c] for c in cores if c < len(per_cpu)) / 100.0
+    except ImportError:
+        pass
+    import time
+
+    def sample():
+        out = {}
+        with open("/proc/stat") as fh:
+            for line in fh:
+                head, *fields = line.split()
+                if head.startswith("cpu") and head != "cpu":
+                    ticks = list(map(int, fields))
+                    out[int(head[3:])] = (sum(ticks), ticks[3] + ticks[4])  # total, idle + iowait
+        return out
+
+    try:
+        first = sample()
+        time.sleep(interval)
+        second = sample()
+    except OSError:
+        return None
+    busy = 0.0
+    for c in cores:
+        if c in first and c in second and second[c][0] > first[c][0]:
+            total, idle = second[c][0] - first[c][0], second[c][1] - first[c][1]
+            busy += 1 - idle / total
+    return busy
+
+
+def _idle_threads() -> int | None:
+    """BLAS threads for a machine others share: the cores idle now (at least 1), or None (no
+    change) when that is not fewer than BLAS uses already.
+
+    Measured over 0.2 s, not from the load average, which lags by minutes: on an idle 2-core
+    machine a minute after other work it still said "busy" and ran one thread. Multi-threaded
+    OpenBLAS spin-waits for cores other processes hold: on 2 shared cores at load 2-10,
+    2 threads made every product of ``nearid align`` about twice as slow as 1."""
     from threadpoolctl import threadpool_info
 
     try:
-        cores = len(os.sched_getaffinity(0))
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # not on Linux/Unix
+        cores = set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
         return None
-    idle = max(1, cores - int(round(load)))
-    current = max((i.get("num_threads", 1) for i in threadpool_info() if i.get("user_api") == "blas"), default=1)
-    return idle if idle < current else None
+    busy = _busy_cores(cores)
+    if busy is None:
+        return None
+    idle = max(1, int(round(len(cores) - busy)))
+    return idle if idle < _blas_threads(threadpool_info()) else None
+
+
+def _blas_threads(info) -> int:
+    return max((i.get("num_threads", 1) for i in info if i.get("user_api") == "blas"), default=1)
+
+
+def _measure_params(items: list[str]) -> dict:
+    """--measure-param KEY=VALUE items as a dict (numbers converted), checked."""
+    out: dict = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in MEASURE_PARAMS:
+            raise ValueError(f"--measure-param {item!r}: expected KEY=VALUE with KEY one of "
+                             f"{', '.join(MEASURE_PARAMS)}")
+        for kind in (int, float):
+            try:
+                out[key] = kind(value)
+                break
+            except ValueError:
+                out[key] = value
+    return out
 
 
 def _options(args) -> dict:
@@ -134,6 +239,8 @@ def _options(args) -> dict:
         raise ValueError("--ica-max-components must be >= 0 (0 = no cap)")
     if args.threads is not None and args.threads < 1:
         raise ValueError("--threads must be >= 1")
+    if args.max_rows < 0 or 0 < args.max_rows < 4:
+        raise ValueError("--max-rows must be 0 (every fit row) or at least 4")
     return dict(fit_fraction=args.fit_fraction, seed=args.seed, ica_components=args.ica_components,
                 ica_max_rows=args.ica_max_rows or None, ica_max_iter=ICA_MAX_ITER,
                 ica_max_components=args.ica_max_components or None,
@@ -141,11 +248,21 @@ def _options(args) -> dict:
                 progress=not args.no_progress and not (args.json and not sys.stderr.isatty()))
 
 
+def _pair_options(args) -> dict:
+    """What only the two-file comparison takes: the selection, the measures' options, intervals."""
+    if args.resamples < 2 or args.permutations < 1:
+        raise ValueError("--resamples must be >= 2 and --permutations >= 1")
+    return dict(families=args.families, measures=args.measures, max_rows=args.max_rows or None,
+                measure_params=_measure_params(args.measure_param), intervals=args.intervals,
+                n_resamples=args.resamples, n_permutations=args.permutations)
+
+
 def compute(a_path: str, b_path: str, fit_fraction: float = 0.5, seed: int = 0,
             ica_components: float | int | str = ICA_COMPONENTS, ica_max_rows: int | None = ICA_MAX_ROWS,
             ica_max_iter: int = ICA_MAX_ITER, dtype: str | None = None, progress: bool = False,
-            ica_max_components: int | None = ICA_MAX_COMPONENTS) -> dict:
-    """Load two files and :func:`nearid.align.compare` them; raises ValueError on bad input."""
+            ica_max_components: int | None = ICA_MAX_COMPONENTS, **selection) -> dict:
+    """Load two files and :func:`nearid.align.compare` them; raises ValueError on bad input.
+    ``selection``: compare's ``families``, ``measures`` and their options."""
     A = load_embeddings(a_path)
     B = load_embeddings(b_path)
     for label, X, path in (("A", A, a_path), ("B", B, b_path)):
@@ -157,9 +274,10 @@ def compute(a_path: str, b_path: str, fit_fraction: float = 0.5, seed: int = 0,
                                  "the same inputs in the same order")
     res = compare(A, B, fit_fraction=fit_fraction, seed=seed, ica_components=ica_components,
                   ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter, dtype=dtype, progress=progress,
-                  ica_max_components=ica_max_components)
+                  ica_max_components=ica_max_components, **selection)
     out = res.to_dict()
     out.update(ica_efficiency_caveat=efficiency_caveat(res.row_errors, res.ica_efficiency))
+    out.update(measures=list(res.measures), measure_rows=dict(res.measure_rows))
     out.update(ica_converged=None if res.ica_converged is None else list(res.ica_converged), dtype=res.dtype,
                seconds=res.seconds, fallbacks=list(res.fallbacks), timings=dict(res.timings))
     return out
@@ -214,7 +332,7 @@ def _layers_json(df) -> dict:
     return {"metric": df.attrs["metric"], "lower_is_better": df.attrs["lower_is_better"],
             "a_layers": list(df.index), "b_layers": list(df.columns), "values": df.to_numpy().tolist(),
             "n_fit": df.attrs["n_fit"], "n_eval": df.attrs["n_eval"], "dtype": df.attrs["dtype"],
-            "fallbacks": list(df.attrs.get("fallbacks", []))}
+            "fallbacks": list(df.attrs.get("fallbacks", [])), "threads": df.attrs.get("threads")}
 
 
 def _layers_text(df) -> str:
@@ -223,6 +341,7 @@ def _layers_text(df) -> str:
     a = df.attrs
     how = "lower = more alike" if a["lower_is_better"] else "higher = more alike"
     rows = (f"computed on the {a['n_fit']} fit rows" if a["metric"] == "cka" else
+            a["measure_rows"] if "measure_rows" in a else
             f"fitted on {a['n_fit']} rows, evaluated on {a['n_eval']} held-out rows")
     head = f"{METRIC_LABELS.get(a['metric'], a['metric'])} ({how}); rows: A's layers, columns: B's; {rows}"
     notes = "".join(f"\nnumerical fallback: {note}" for note in a.get("fallbacks", []))
@@ -231,7 +350,7 @@ def _layers_text(df) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point for ``nearid align``; returns the exit code."""
-    from nearid.ica import LowVarianceWarning
+    from nearid.ica_protocol import LowVarianceWarning
 
     try:
         if not args.layers and (args.plot or args.metric != "rigid"):
@@ -240,12 +359,23 @@ def run(args: argparse.Namespace) -> int:
         options = _options(args)
         from threadpoolctl import threadpool_limits
 
+        if args.layers and (args.intervals or args.families != FAMILIES or args.measures != ("cka",)):
+            raise ValueError("--families, --measures and --intervals go with two files, not --layers "
+                             "(--metric chooses the one number of a layer grid)")
+        pair = {} if args.layers else _pair_options(args)
+        if args.layers and args.metric in MEASURES:
+            options.update(max_rows=args.max_rows or None, measure_params=_measure_params(args.measure_param))
+        from threadpoolctl import threadpool_info
+
         with warnings.catch_warnings(), threadpool_limits(limits=args.threads or _idle_threads()):
+            threads = _blas_threads(threadpool_info())
             warnings.simplefilter("ignore", LowVarianceWarning)  # the table prints its own warning line
             if args.layers:
                 res = compute_layers(args.a, args.b, metric=args.metric, **options)
+                res.attrs["threads"] = threads
             else:
-                res = compute(args.a, args.b, **options)
+                res = compute(args.a, args.b, **options, **pair)
+                res["threads"] = threads
     except ValueError as exc:  # EmbeddingFileError is a ValueError too
         print(f"nearid align: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -266,12 +396,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.json:
         # which CPU kernels computed it (nearid.kernels): portable between CPUs, or not
-        print(json.dumps(to_jsonable({**{k: res.get(k) for k in JSON_KEYS}, "kernels": kernels.record()})))
+        extra = {k: res[k] for k in (*res["measures"], "intervals", "baselines") if k in res and k not in JSON_KEYS}
+        print(json.dumps(to_jsonable({**{k: res.get(k) for k in JSON_KEYS}, **extra, "kernels": kernels.record()})))
     else:
         print(format_alignment_table(res))
         if res.get("ica_efficiency_caveat"):
             print(f"caveat: the ica efficiency says little here: {res['ica_efficiency_caveat']}")
-        print(f"({res['seconds']:.1f} s; cross-products in {res['dtype']})")
+        print(f"({res['seconds']:.1f} s; cross-products in {res['dtype']}; {res['threads']} BLAS "
+              f"thread{'s' if res['threads'] != 1 else ''})")
     return 0
 
 
