@@ -226,14 +226,24 @@ class ListOf(Constraint):
 
 
 class Mapping(Constraint):
-    """A dict whose keys satisfy ``keys`` and whose values are dicts (model knobs)."""
+    """A dict whose keys satisfy ``keys`` and whose values are dicts (model knobs).
 
-    def __init__(self, keys: Constraint):
-        self.keys = keys
+    ``knobs`` (a dict, or a function returning one, looked up when first used) names, for each
+    key, the knobs it takes and what each accepts: an unknown knob or an out-of-range value is
+    refused before any work, not when the model is built (or, for a huge value, never)."""
+
+    def __init__(self, keys: Constraint, knobs=None):
+        self.keys, self._knobs = keys, knobs
+
+    @property
+    def knobs(self) -> dict | None:
+        return self._knobs() if callable(self._knobs) else self._knobs
 
     def check(self, name, value):
         if not isinstance(value, dict):
             self.fail(name, value)
+        knobs = self.knobs
+        out = {}
         for k, v in value.items():
             try:
                 self.keys.check(f"{name} key", k)
@@ -241,10 +251,26 @@ class Mapping(Constraint):
                 self.fail(name, value)
             if not isinstance(v, dict):
                 self.fail(name, value)
-        return dict(value)
+            if knobs is None:
+                out[k] = dict(v)
+                continue
+            allowed = knobs.get(k, {})
+            for knob, x in v.items():
+                if knob not in allowed:
+                    accepted = ", ".join(allowed) or "none"
+                    raise InvalidParameterError(f"parameter {name!r}: {k!r} has no knob {knob!r}; "
+                                                f"allowed for {k!r}: {accepted}")
+            out[k] = {knob: allowed[knob].check(f"{name}[{k!r}][{knob!r}]", x) for knob, x in v.items()}
+        return out
 
     def describe(self) -> str:
-        return f"a dict whose keys are {self.keys.describe()} and whose values are dicts"
+        text = f"a dict whose keys are {self.keys.describe()} and whose values are dicts"
+        knobs = self.knobs
+        if knobs:
+            listed = "; ".join(f"{k}: " + ", ".join(f"{n} ({c.describe()})" for n, c in ks.items())
+                               for k, ks in knobs.items() if ks)
+            text += f" of knobs ({listed})"
+        return text
 
 
 class ComponentRule(Constraint):

@@ -319,3 +319,83 @@ def test_a_one_byte_secret_in_the_environment_is_refused(monkeypatch):
         tasks.cache_secret()
     monkeypatch.setenv("NEARID_CACHE_KEY", "k" * 16)
     assert tasks.cache_secret() == b"k" * 16
+
+
+# ------------------------------------------------------------------ memory limits (ulimit -v)
+def test_a_memory_limit_gives_one_line_that_says_so(monkeypatch, capsys):
+    """Under a low ``ulimit -v`` torch cannot map its libraries: the chapter's own failure is
+    named with a hint, recording it does not fail too, and the CLI prints one line, not 30."""
+    from nearid import env
+    from nearid.book import runner
+    from nearid.cli import main as cli
+
+    hint = runner._memory_hint("ImportError", "libtorch_python.so: failed to map segment from shared object")
+    assert "ulimit -v" in hint and runner._memory_hint("ValueError", "bad value") == ""
+
+    def no_torch():
+        raise ImportError("libtorch_python.so: failed to map segment from shared object")
+
+    monkeypatch.setattr(env, "device_description", no_torch)
+    assert runner._device_description().startswith("unknown (torch could not load: ImportError")
+
+    def fails(args):
+        raise MemoryError()
+
+    parser = cli.build_parser()
+    real_parse = parser.parse_args
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    monkeypatch.setattr(parser, "parse_args", lambda argv: real_parse(argv).__class__(
+        **{**vars(real_parse(argv)), "func": fails}))
+    assert cli.main(["plan", "01", "--profile", "smoke"]) == cli.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "MemoryError" in err and "ulimit -v" in err, err
+
+
+def test_a_nearid_root_without_chapters_is_named(tmp_path, monkeypatch, capsys):
+    from nearid.cli import main as cli
+
+    monkeypatch.setenv("NEARID_ROOT", str(tmp_path))
+    assert cli.main(["run", "01", "--profile", "smoke"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"$NEARID_ROOT is '{tmp_path}', which holds no notebooks/ folder" in err, err
+    monkeypatch.setenv("NEARID_ROOT", str(tmp_path / "missing"))
+    assert cli.main(["verify", "--profile", "smoke"]) == 2
+    assert "which does not exist" in capsys.readouterr().err
+
+
+def test_a_kernel_killed_mid_cell_names_that_cell(tmp_path):
+    """SIGKILL or a full disk leaves no error output; papermill's 'running' mark says where."""
+    import nbformat
+
+    from nearid.book import runner
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"x = {i}") for i in range(4)])
+    for i, status in enumerate(["completed", "completed", "running", "pending"]):
+        nb.cells[i].metadata["papermill"] = {"status": status}
+    path = tmp_path / "killed.ipynb"
+    nbformat.write(nb, path)
+    assert runner._failing_cell(path) == 2
+    assert "failed in cell 2" in str(runner.ChapterFailed("01_definitions", 2, "DeadKernelError", path))
+
+    for i, (status, start) in enumerate([("completed", "t0"), ("completed", "t1"), ("completed", None),
+                                         ("completed", None)]):  # papermill closed the marks
+        nb.cells[i].metadata["papermill"] = {"status": status, "start_time": start}
+    nbformat.write(nb, path)
+    assert runner._failing_cell(path) == 2
+
+
+@pytest.mark.parametrize("hyper,message", [
+    ({"beta_vae": {"beta": 1e300}},
+     r"""parameter "hyper\['beta_vae'\]\['beta'\]" got 1e\+300; allowed: a number in \[0, 10000\]"""),
+    ({"beta_vae": {"gamma": 1}}, r"'beta_vae' has no knob 'gamma'; allowed for 'beta_vae': beta"),
+    ({"ae_ica": {"x": 1}}, r"allowed for 'ae_ica': none"),
+    ({"beta_tcvae": {"dataset_size": 10 ** 12}}, r"an int in \[1, 1000000000\]"),
+])
+def test_chapter_05_model_knobs_are_bounded(hyper, message):
+    """Chapter 05's hyper dict: unknown knobs and huge values refused before any work."""
+    from nearid.book.profiles import resolve
+
+    with pytest.raises(ValueError, match=message):
+        resolve("05_disentanglement", "smoke", {"hyper": hyper})
+    assert resolve("05_disentanglement", "smoke", {"hyper": {"bioae": {"nonneg_weight": 2}}})["hyper"] == {
+        "bioae": {"nonneg_weight": 2.0}}

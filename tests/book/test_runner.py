@@ -345,6 +345,23 @@ def test_a_second_run_waits_for_the_chapter_lock(project):
     assert not list(out.glob(".*running*"))
 
 
+def test_the_lock_wait_names_the_holder_not_an_earlier_run(project):
+    """An exclusive run leaves no name behind: a later shared holder (a cache check) is not
+    reported as the command that ran the chapter before it (issue 36, item 10)."""
+    out = project / "book" / "executed"
+    ch = runner.get_chapter("98", project)
+    with runner.chapter_lock(out, ch, about="nearid run 98 (long finished)"):
+        pass
+    said = []
+    with runner.chapter_lock(out, ch, exclusive=False):
+        thread = threading.Thread(target=lambda: runner.chapter_lock(out, ch, say=said.append).__enter__(),
+                                  daemon=True)
+        thread.start()
+        until(lambda: said, 60)
+    thread.join(60)
+    assert "long finished" not in said[0] and "reading the chapter's outputs" in said[0], said
+
+
 def test_a_key_serves_only_its_own_outputs(project):
     """The .key names the sha256 of the notebook and JSON it was written with: outputs that
     another run replaced are not served under it (they were, with seed 1's numbers for seed 0)."""

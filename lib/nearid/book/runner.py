@@ -69,7 +69,13 @@ class Chapter:
 def find_root(start: str | os.PathLike | None = None) -> Path:
     """The project root: ``$NEARID_ROOT``, else the nearest folder up with notebooks/ and lib/."""
     if os.environ.get("NEARID_ROOT"):
-        return Path(os.environ["NEARID_ROOT"]).resolve()
+        root = Path(os.environ["NEARID_ROOT"]).resolve()
+        if not (root / "notebooks").is_dir():
+            what = "does not exist" if not root.exists() else "holds no notebooks/ folder"
+            raise FileNotFoundError(f"$NEARID_ROOT is '{os.environ['NEARID_ROOT']}', which {what}; allowed: "
+                                    "a nearid checkout (with notebooks/ and lib/nearid/), or unset "
+                                    "(the checkout around the current folder)")
+        return root
     here = Path(start or os.getcwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / "notebooks").is_dir() and (folder / "lib" / "nearid").is_dir():
@@ -358,6 +364,9 @@ def _holder(path: Path) -> str:
         rec = json.loads(path.read_text())
         os.kill(int(rec["pid"]), 0)  # alive (on this machine)?
         return f"`{rec['command']}` (pid {rec['pid']}, started {rec['started']})"
+    with contextlib.suppress(OSError):
+        if path.stat().st_size == 0:  # no run executes it: a shared holder checks its outputs
+            return "another run (reading the chapter's outputs)"
     return "another run"
 
 
@@ -400,6 +409,10 @@ def chapter_lock(out_dir: Path, chapter: Chapter, exclusive: bool = True, about:
                 fh.flush()
         yield
     finally:
+        if exclusive:  # a later holder may only read (shared, writes nothing): leave no stale name
+            with contextlib.suppress(OSError):
+                fh.seek(0)
+                fh.truncate()
         fh.close()  # releases the lock
 
 
@@ -422,9 +435,21 @@ def default_out_dir(root: Path) -> Path:
     return root / "book" / "executed"
 
 
+def _memory_hint(name: str, value: str) -> str:
+    """Out of address space, a shared library or an array fails to load; say so beside it."""
+    if name == "MemoryError" or "failed to map segment" in str(value) or "cannot allocate memory" in str(value):
+        return " (out of memory, or a memory limit such as ulimit -v: raise it or run a smaller profile)"
+    return ""
+
+
 def _device_description() -> str:
+    """The device for timings.json; a record of a failure must not fail itself (torch may not
+    load at all, e.g. under a low ``ulimit -v``, which is likely why the chapter failed)."""
     from nearid.env import device_description
-    return device_description()
+    try:
+        return device_description()
+    except (ImportError, OSError, MemoryError) as exc:
+        return f"unknown (torch could not load: {type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
 
 
 def _timing_problem(records: Any) -> str | None:
@@ -495,6 +520,18 @@ def _failing_cell(nb_path: Path) -> int | None:
         for i, cell in enumerate(nb.cells):
             if any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
                 return i
+        # no error output: the kernel died (SIGKILL, out of memory, a full disk) in the cell
+        # papermill had marked running when it last saved the notebook
+        marks = [(i, cell.get("metadata", {}).get("papermill", {})) for i, cell in enumerate(nb.cells)
+                 if cell.get("cell_type") == "code"]
+        for i, mark in marks:
+            if mark.get("status") == "running":
+                return i
+        # or, where papermill closed every mark, the first code cell that never started after
+        # some that did (papermill saves a cell's start with its end)
+        started = [i for i, mark in marks if mark.get("start_time")]
+        if started:
+            return next((i for i, mark in marks if i > started[-1] and not mark.get("start_time")), None)
     return None
 
 
@@ -773,7 +810,7 @@ def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key
         status = "failed"
         os.replace(tmp_nb, o["failed"])
         error = ChapterFailed(chapter.key, _failing_cell(o["failed"]),
-                              f"{exc.ename}: {exc.evalue}", o["failed"])
+                              f"{exc.ename}: {exc.evalue}{_memory_hint(exc.ename, exc.evalue)}", o["failed"])
     except ChapterFailed as exc:
         status, error = "failed", exc
     except KeyboardInterrupt as exc:

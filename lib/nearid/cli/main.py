@@ -313,6 +313,13 @@ def _stop_quietly() -> None:
         runner._stop_kernels()
 
 
+def _memory_limit() -> str:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return "(none set here)" if soft == resource.RLIM_INFINITY else f"(set here: {soft / 2 ** 30:.1f} GB)"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit code is one of :data:`EXIT_OK` (0), :data:`EXIT_FAILED` (1),
     :data:`EXIT_REFUSED` (2, argparse's code for a bad command line too) and
@@ -337,6 +344,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_REFUSED
     except (RuntimeError, OSError) as exc:  # a chapter failed (ChapterFailed, BookFailed), or the system did
         print(f"nearid {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except (ImportError, MemoryError) as exc:  # the environment, not the input: one line, not 30
+        print(f"nearid {args.command}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+              f"(out of memory, or a memory limit such as ulimit -v {_memory_limit()}, or a broken "
+              "environment: make setup)", file=sys.stderr)
         return EXIT_FAILED
     finally:
         if previous is not None:

@@ -209,6 +209,7 @@ def _read_one(path: Path, suffix: str, key: str | None) -> np.ndarray:
     if suffix == ".npz":
         with _open_npz(path) as z:
             name = _pick(path, key, list(z.files), default="embeddings")
+            _check_npz_member(path, z, name)
             try:
                 return z[name]
             except ValueError as exc:
@@ -256,6 +257,29 @@ def _read_npy(path: Path) -> np.ndarray:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except Exception as exc:  # noqa: BLE001 - truncated data, bad shape, ...
         raise EmbeddingFileError(f"{path}: not a valid .npy file ({exc})") from None
+
+
+def _check_npz_member(path: Path, z, name: str) -> None:
+    """Refuse a member that would inflate past this machine's memory, before inflating it.
+
+    A compressed member costs nothing on disk whatever its header says (a few kB of zeros can
+    declare 38 GB); its header's shape and dtype give the size it would take in memory."""
+    from nearid.env import machine_memory_mb
+
+    member = name if name.endswith(".npy") else f"{name}.npy"
+    try:
+        with z.zip.open(member) as f:
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _, dtype = read(f)
+    except Exception:  # noqa: BLE001 - numpy's own reader names what is wrong with the member
+        return
+    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    ram = machine_memory_mb()
+    if ram is not None and nbytes > ram * 2 ** 20:
+        raise EmbeddingFileError(f"{path}:{name} would take {nbytes / 2 ** 30:.1f} GB in memory "
+                                 f"(shape {tuple(shape)}, {dtype}), more than this machine's "
+                                 f"{ram / 1024:.1f} GB; save it as .npy, which is read block by block")
 
 
 def _open_npz(path: Path):

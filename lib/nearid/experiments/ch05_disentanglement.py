@@ -44,12 +44,13 @@ from nearid.data.procedural import DATASET_LABELS, DATASETS, make_dataset, sampl
 from nearid.ica import ROWS_PER_COMPONENT, WhitenedICA
 from nearid.metrics.dci_mig import dci_disentanglement, mig
 from nearid.metrics.infomec import PROBE_RTOL, infoe, infomec
-from nearid.models.conv import CONV_MODELS, make_conv_model
+from nearid.models.conv import CONV_MODELS, KNOBS, make_conv_model
 from nearid.tasks import Task, run_tasks
 from nearid.train import fit, predict, resolve_device
 from nearid.verdicts import Verdict, claim, paired_difference
 
 MODELS = (*CONV_MODELS, "ae_ica")
+MODEL_KNOBS = {**KNOBS, "ae_ica": {}}  # AE + ICA takes the AE's model; ICA's choice is ica_keep
 BASELINES = ("beta_vae", "beta_tcvae", "bioae")
 MODEL_LABELS = {"ae": "AE", "beta_vae": "β-VAE", "beta_tcvae": "β-TCVAE", "bioae": "BioAE",
                 "ae_ica": "AE + ICA", "ae_ica_all": "AE + ICA (all 2K)", "ae_ica_k": "AE + ICA (top K)"}

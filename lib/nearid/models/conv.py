@@ -27,9 +27,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nearid.constraints import POSITIVE_INT, Options, validate_params
+from nearid.constraints import POSITIVE_INT, Interval, Options, validate_params
 
 CONV_MODELS = ("ae", "beta_vae", "beta_tcvae", "bioae")
+_WEIGHT = Interval(float, 0.0, 1e4)  # a loss weight: 0 switches the term off
+# the knobs each model takes beyond the shared sizes (make_conv_model's **hyper), and what each accepts
+KNOBS = {"ae": {}, "beta_vae": {"beta": _WEIGHT},
+         "beta_tcvae": {"beta": _WEIGHT, "dataset_size": Interval(int, 1, 10 ** 9)},
+         "bioae": {"nonneg_weight": _WEIGHT, "activity_weight": _WEIGHT}}
 
 
 def _check_image_size(image_size: int) -> int:

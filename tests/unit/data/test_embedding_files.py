@@ -235,3 +235,20 @@ def test_check_matrix():
     Y[2, 1] = np.nan
     with pytest.raises(EmbeddingFileError, match="1 NaN or infinite values in 1 rows"):
         check_matrix(Y)
+
+
+def test_an_npz_member_that_would_inflate_past_memory_is_refused_before_reading(tmp_path):
+    """A compressed member can declare 8 TB in a few bytes; its header is read, not its data."""
+    import io
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False,
+                                                  "shape": (10 ** 6, 10 ** 6)})
+    path = tmp_path / "bomb.npz"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("embeddings.npy", header.getvalue() + b"\0" * 4096)
+    with pytest.raises(EmbeddingFileError, match=r"bomb.npz:embeddings would take 7450.6 GB in memory"):
+        load_embeddings(path)
+    with pytest.raises(EmbeddingFileError, match="save it as .npy"):
+        load_layers(path)

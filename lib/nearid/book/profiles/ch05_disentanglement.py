@@ -66,7 +66,7 @@ CONSTRAINTS = dict(
     lr=POSITIVE, width=WIDTH, hidden=WIDTH,
     heatmap_dataset=Options(_datasets), traversal_size=POWER_OF_TWO, device=DEVICE,
     executor=EXECUTOR, scheduler=SCHEDULER, dry_run=DRY_RUN,
-    hyper=Mapping(Options(_ch05("MODELS"))), ica_keep=Deferred(_ch05("ICA_KEEP_CHOICE")),
+    hyper=Mapping(Options(_ch05("MODELS")), knobs=_ch05("MODEL_KNOBS")), ica_keep=Deferred(_ch05("ICA_KEEP_CHOICE")),
     latent_multiplier=Deferred(_ch05("LATENT_MULTIPLIER")),
 )
 
