@@ -399,3 +399,15 @@ def test_chapter_05_model_knobs_are_bounded(hyper, message):
         resolve("05_disentanglement", "smoke", {"hyper": hyper})
     assert resolve("05_disentanglement", "smoke", {"hyper": {"bioae": {"nonneg_weight": 2}}})["hyper"] == {
         "bioae": {"nonneg_weight": 2.0}}
+
+
+def test_a_full_disk_names_the_folder_and_its_free_space(tmp_path):
+    import errno
+
+    from nearid.book import runner
+
+    said = runner._disk_full(OSError(errno.ENOSPC, "No space left on device"), tmp_path)
+    assert said.startswith(f"No space left on device writing to {tmp_path} (") and "MB free there" in said
+    assert runner._disk_full(OSError(errno.EACCES, "Permission denied"), tmp_path) is None
+    failed = runner.ChapterFailed("01_definitions", 11, said, None, where="while writing its outputs after cell 11")
+    assert str(failed).startswith("chapter 01_definitions failed while writing its outputs after cell 11: No space")

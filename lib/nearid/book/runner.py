@@ -43,12 +43,13 @@ KERNELSPEC = {"name": "python3", "language": "python", "display_name": "Python 3
 class ChapterFailed(RuntimeError):
     """A chapter raised; the message names the chapter, the failing cell and the error."""
 
-    def __init__(self, chapter: str, cell_index: int | None, error: str, failed_notebook: Path | None):
+    def __init__(self, chapter: str, cell_index: int | None, error: str, failed_notebook: Path | None,
+                 where: str | None = None):
         self.chapter, self.cell_index, self.error = chapter, cell_index, error
         self.failed_notebook = failed_notebook
-        where = f"cell {cell_index}" if cell_index is not None else "before any cell ran"
+        where = where or (f"in cell {cell_index}" if cell_index is not None else "before any cell ran")
         keep = f"; the failed notebook is {failed_notebook}" if failed_notebook else ""
-        super().__init__(f"chapter {chapter} failed in {where}: {error}{keep}")
+        super().__init__(f"chapter {chapter} failed {where}: {error}{keep}")
 
 
 class BookFailed(RuntimeError):
@@ -433,6 +434,21 @@ def _timings_lock(out_dir: Path):
 # ----------------------------------------------------------------------------- execution
 def default_out_dir(root: Path) -> Path:
     return root / "book" / "executed"
+
+
+def _disk_full(exc: BaseException, folder: Path) -> str | None:
+    """A full disk or a file-size limit, said with the folder and its free space (the OSError
+    names neither: papermill saves the working notebook there after every cell)."""
+    import errno
+    import shutil
+
+    if not isinstance(exc, OSError) or exc.errno not in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return None
+    free = ""
+    with contextlib.suppress(OSError):
+        free = f" ({shutil.disk_usage(folder).free / 2 ** 20:.1f} MB free there)"
+    return (f"{exc.strerror} writing to {folder}{free}: free space there (or raise ulimit -f) and rerun; "
+            "the last good outputs are kept")
 
 
 def _memory_hint(name: str, value: str) -> str:
@@ -824,8 +840,11 @@ def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key
         if tmp_nb.is_file():
             os.replace(tmp_nb, o["failed"])
             failed = o["failed"]
-        error = ChapterFailed(chapter.key, _failing_cell(failed) if failed else None,
-                              f"{type(exc).__name__}: {exc}", failed)
+        cell = _failing_cell(failed) if failed else None
+        full = _disk_full(exc, o["json"].parent)
+        error = ChapterFailed(chapter.key, cell, full or f"{type(exc).__name__}: {exc}", failed,
+                              where=(f"while writing its outputs{f' after cell {cell}' if cell is not None else ''}"
+                                     if full else None))
     record(status)  # after the outputs are in place: what happened, not what was hoped for
     if error is not None:
         raise error
