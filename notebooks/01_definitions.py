@@ -361,7 +361,7 @@ results.save(results_path, {
 }, params=P, profile=profile)
 
 # %% [markdown] tags=["new-page:exercises"]
-# ## Exercises
+# ## Exercises: definitions
 #
 # ```{exercise} Almost Gaussian sources
 # :label: ex-01-sources

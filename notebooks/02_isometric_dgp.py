@@ -445,7 +445,7 @@ results.save(results_path, {
 }, params=P, profile=profile)
 
 # %% [markdown] tags=["new-page:exercises"]
-# ## Exercises
+# ## Exercises: the isometric data-generating process
 #
 # ```{exercise} Gaussian factors
 # :label: ex-02-gauss

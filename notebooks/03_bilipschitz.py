@@ -562,7 +562,7 @@ results.save(results_path, {
 }, params=P, profile=profile)
 
 # %% [markdown] tags=["new-page:exercises"]
-# ## Exercises
+# ## Exercises: bi-Lipschitz decoders
 #
 # ```{exercise} Change a parameter and predict
 # :label: ex-03-wd

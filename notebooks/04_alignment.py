@@ -720,7 +720,7 @@ results.save(results_path, {
 }, params=P, profile=profile)
 
 # %% [markdown] tags=["new-page:exercises"]
-# ## Exercises
+# ## Exercises: aligning models
 #
 # ```{exercise} Gaussian codes
 # :label: ex-04-gauss

@@ -652,7 +652,7 @@ payload = {
 results.save(results_path, payload, params=P, profile=profile)
 
 # %% [markdown] tags=["new-page:exercises"]
-# ## Exercises
+# ## Exercises: disentanglement
 #
 # ```{exercise} Where the factors sit on another dataset
 # :label: ex-05-heatmap

@@ -745,7 +745,7 @@ results.save(results_path, payload, params=P, profile=profile)
 print(f"chapter body ran in {payload['seconds']:.0f} s")
 
 # %% [markdown] tags=["new-page:exercises"]
-# ## Exercises
+# ## Exercises: cell microscopy
 #
 # ```{exercise} Whiten onto every direction
 # :label: ex-06-components

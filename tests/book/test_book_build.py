@@ -44,13 +44,16 @@ def test_every_page_of_a_chapter_is_built_with_its_title(built_book, root):
     with the page fails the -W build above: myst-nb warns of an unknown glue key.)"""
     from nearid.book.pages import page_names
 
+    titles = []
     for ch in runner.list_chapters(root):
         for name in page_names(ch.source)[1:]:
             html = (built_book / "book" / "pages" / f"{name}.html").read_text()
             title = re.search(r"<h1>([^<]+)", html)
             assert title, f"{name} has no title"
+            titles.append(title.group(1).strip())
             if name.endswith("-exercises"):
-                assert title.group(1).strip() == "Exercises", title.group(1)
+                assert title.group(1).strip().startswith("Exercises: "), title.group(1)
+    assert len(titles) == len(set(titles)), "every page has its own sidebar title"
 
 
 def test_no_page_loads_anything_from_outside_the_site(built_book):

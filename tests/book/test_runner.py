@@ -501,3 +501,14 @@ def test_report_sets_each_profile_beside_the_papers_setup(project):
     full = profiles.CHAPTERS["04_alignment"]["full"]["mnist_train"]
     assert f"mnist_train {full:,}" in row.split(" | ")[-1]
     assert "paper scale" not in report
+
+
+def test_what_a_change_re_executes(root):
+    """`nearid affected`: the chapters whose cache key covers a file, then those reading them."""
+    every = [ch.key for ch in runner.list_chapters(root)]
+    got = runner.affected_chapters(["notebooks/03_bilipschitz.py", "lib/nearid/claims.yaml", "README.md",
+                                    "requirements/lock.txt", "lib/nearid/models/conv.py"], root)
+    assert got["notebooks/03_bilipschitz.py"] == (["03_bilipschitz"], ["07_summary"])
+    assert got["lib/nearid/claims.yaml"] == (every, []), "every chapter's save checks the registry"
+    assert got["README.md"] == ([], []) and got["requirements/lock.txt"] == (every, [])
+    assert got["lib/nearid/models/conv.py"] == (["05_disentanglement"], ["07_summary"])

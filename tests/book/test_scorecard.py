@@ -1,6 +1,7 @@
 """The summary page's tables from chapter results."""
 
 import json
+import re
 
 import pytest
 
@@ -78,6 +79,9 @@ def test_history_markdown_lists_each_earlier_protocol_with_both_verdicts():
     md = scorecard.history_markdown(history)
     assert md.count("\n") == len(history) + 1
     assert "| `auroc_ica_gt_pca` (06 cell microscopy) | 40c7a93 (2026-11-30) |" in md
+    assert "issue 21" in " ".join(history["until"]), "the registry keeps the tracker's number"
+    assert not re.search(r"\bissues? \d", md), "the page does not: a reader cannot look it up"
+    assert "| 2026-12-02 (quick seeds 3 -> 5) |" in md
 
 
 def test_each_row_says_its_test_in_a_few_characters():

@@ -127,6 +127,28 @@ def chapter_code(chapter: Chapter) -> dict[str, Path]:
     return code
 
 
+def affected_chapters(paths: list[str | os.PathLike],
+                      root: Path | None = None) -> dict[str, tuple[list[str], list[str]]]:
+    """Which chapters a change to each file re-executes: first those whose cache key covers it
+    (their source, parameter module, imported ``nearid`` code and its data files), then those
+    that read their results (the summary), which re-execute only if the values they read
+    change. A file no key covers (a test, a prose page, a benchmark) re-executes nothing; a
+    changed lock re-executes all. What a change costs, before making it (CONTRIBUTING.md)."""
+    root = root or find_root()
+    chapters = list_chapters(root)
+    covered = {ch.key: {p.resolve() for p in (ch.source, *chapter_code(ch).values())} for ch in chapters}
+    out = {}
+    for raw in paths:
+        path = Path(raw) if Path(raw).is_absolute() else root / raw
+        if path.resolve().parent == (root / "requirements").resolve():
+            hit = [ch.key for ch in chapters]  # the lock: the installed packages are in every key
+        else:
+            hit = [key for key, files in covered.items() if path.resolve() in files]
+        readers = [ch.key for ch in chapters if set(reads(ch)) & set(hit) and ch.key not in hit]
+        out[str(raw)] = (hit, readers)
+    return out
+
+
 def kernel_threads() -> int:
     """Threads a chapter's kernel uses, for torch and BLAS alike: ``$NEARID_NUM_THREADS``, else 1.
 

@@ -505,6 +505,13 @@ def units_markdown(claims: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def without_tracker(text: str) -> str:
+    """A registry line as a reader sees it: the date and the reason, without our issue number
+    ("2026-12-02, issue 21 (quick seeds 3 -> 5)" -> "2026-12-02 (quick seeds 3 -> 5)"): a
+    reader of the book cannot look our tracker up."""
+    return re.sub(r"\s{2,}", " ", re.sub(r",?\s*\bissues? \d+(?:\s*(?:and|,)\s*\d+)*\b", " ", str(text))).strip()
+
+
 def history_markdown(history: pd.DataFrame) -> str:
     """The appendix's table of earlier protocols (:func:`nearid.claims.history_rows` plus
     ``verdict_now``) as a MyST table narrow enough for the page: claim, when it changed, the
@@ -513,6 +520,6 @@ def history_markdown(history: pd.DataFrame) -> str:
     lines = ["| claim | changed in | verdict then, now | protocol then |", "| --- | --- | --- | --- |"]
     for r in history.itertuples():
         now = f"{verdict_chip(r.verdict_now)} {r.verdict_now}" if r.verdict_now in VERDICT_GLYPHS else r.verdict_now
-        lines.append(f"| `{r.claim_id}` ({chapter_title(r.chapter)}) | {r.until} | then {r.verdict_then};<br>"
+        lines.append(f"| `{r.claim_id}` ({chapter_title(r.chapter)}) | {without_tracker(r.until)} | then {r.verdict_then};<br>"
                      f"now {now} | {r.protocol_then} |")
     return "\n".join(lines)

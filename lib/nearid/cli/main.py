@@ -101,6 +101,15 @@ def _cmd_data(args) -> int:
     return 0
 
 
+def _cmd_affected(args) -> int:
+    from nearid.book import runner
+
+    for path, (chapters, readers) in runner.affected_chapters(args.paths).items():
+        then = f"; then {', '.join(readers)} if the results it reads change" if readers else ""
+        print(f"{path}: {', '.join(chapters) if chapters else 'no chapter (no cache key covers it)'}{then}")
+    return 0
+
+
 def _cmd_params(args) -> int:
     from nearid.book import profiles
 
@@ -245,6 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "outside a checkout --root is required); files go to ROOT/provisioned/")
     p.add_argument("--force", action="store_true", help="rewrite the files even if present")
     p.set_defaults(func=_cmd_data)
+
+    p = sub.add_parser("affected", help="which chapters a change to these files re-executes (their cache "
+                       "keys cover them), e.g. `nearid affected lib/nearid/ica.py`")
+    p.add_argument("paths", nargs="+", help="files of the checkout, changed or about to be")
+    p.set_defaults(func=_cmd_affected)
 
     p = sub.add_parser("params", help="list a chapter's parameters in every profile, and what each accepts")
     p.add_argument("chapter")
