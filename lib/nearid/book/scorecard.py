@@ -520,6 +520,7 @@ def history_markdown(history: pd.DataFrame) -> str:
     lines = ["| claim | changed in | verdict then, now | protocol then |", "| --- | --- | --- | --- |"]
     for r in history.itertuples():
         now = f"{verdict_chip(r.verdict_now)} {r.verdict_now}" if r.verdict_now in VERDICT_GLYPHS else r.verdict_now
-        lines.append(f"| `{r.claim_id}` ({chapter_title(r.chapter)}) | {without_tracker(r.until)} | then {r.verdict_then};<br>"
+        when = without_tracker(r.until)
+        lines.append(f"| `{r.claim_id}` ({chapter_title(r.chapter)}) | {when} | then {r.verdict_then};<br>"
                      f"now {now} | {r.protocol_then} |")
     return "\n".join(lines)
