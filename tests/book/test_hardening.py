@@ -11,6 +11,7 @@ import pytest
 from test_runner import TINY
 
 from nearid.book import pages, profiles, reference, runner, scorecard
+from nearid.book import cachekey
 from nearid.book.params import Boolean, Interval
 from nearid.fileio import UnsafePath, atomic_write_text, open_no_follow
 
@@ -31,6 +32,7 @@ def project(tmp_path, monkeypatch):
     monkeypatch.setitem(profiles.CHAPTERS, "98_tiny", {p: dict(block) for p in profiles.PROFILES})
     monkeypatch.setitem(profiles.CONSTRAINTS, "98_tiny", {"value": Interval(int), "fail": Boolean()})
     monkeypatch.setattr(runner, "LIB_DIR", lib)
+    monkeypatch.setattr(cachekey, "LIB_DIR", lib)  # the key hashes the code under it
     monkeypatch.delenv("NEARID_NUM_THREADS", raising=False)
     return tmp_path
 

@@ -13,6 +13,7 @@ import pytest
 from waiting import until
 
 from nearid.book import profiles, runner
+from nearid.book import cachekey
 from nearid.book.params import Boolean, Interval
 
 TINY = textwrap.dedent('''\
@@ -70,6 +71,7 @@ def project(tmp_path, monkeypatch):
     monkeypatch.setitem(profiles.CHAPTERS, "98_tiny", {p: dict(block) for p in profiles.PROFILES})
     monkeypatch.setitem(profiles.CONSTRAINTS, "98_tiny", {"value": Interval(int), "fail": Boolean()})
     monkeypatch.setattr(runner, "LIB_DIR", lib)
+    monkeypatch.setattr(cachekey, "LIB_DIR", lib)  # the key hashes the code under it
     monkeypatch.delenv("NEARID_NUM_THREADS", raising=False)
     return tmp_path
 
@@ -445,7 +447,9 @@ def test_a_cached_run_in_a_read_only_folder_serves_its_results(cli_project, proj
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(runner, "atomic_write_text", read_only)
+    from nearid.book import report
+
+    monkeypatch.setattr(report, "atomic_write_text", read_only)
     assert cli_project.main(["run", "98", "--profile", "smoke", "--json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["value"] == 2

@@ -7,7 +7,7 @@ run is taken to grow with its total steps from a run of the same chapter whose t
 
 * the chapter's last successful run on this machine (``timings.json``: its profile and
   overrides give its steps, its wall time the seconds per step), else
-* the reference machine's ``quick`` time (:data:`nearid.book.runner.REFERENCE_SECONDS`,
+* the reference machine's ``quick`` time (:data:`REFERENCE_SECONDS`,
   a 2-core AMD EPYC VM) over ``quick``'s steps.
 
 A chapter without tasks (07), or whose tasks declare no steps (01's ICA fits), is
@@ -36,6 +36,19 @@ from nearid.env import machine_memory_mb
 DEFAULT_MAX_HOURS = 2.0  # above this, `nearid run` / `nearid book` ask for --yes
 ENV_MAX_HOURS = "NEARID_MAX_HOURS"
 SAY_ABOVE_SECONDS = 60.0  # runs estimated shorter than this start without an estimate line
+
+
+# Wall seconds of each chapter in one fresh default quick build (two chapters side by side,
+# one torch thread each) of a406541 on a 2-core AMD EPYC (Zen 3) VM, 2026-12-04, under py-spy:
+# the whole build took 32:43 (benchmarks/README.md, "Issue 34"). Used only to start the
+# longest chapters first when an output folder has no timings of its own yet (a fresh clone),
+# and to price a chapter that has never run here: chapter 05 takes longer than all chapters
+# but 04 together, and 04 as long as all the rest, so starting either late would leave a core
+# idle for many minutes. Never a result.
+REFERENCE_SECONDS = {
+    "quick": {"01_definitions": 40, "02_isometric_dgp": 101, "03_bilipschitz": 565,
+              "04_alignment": 1046, "05_disentanglement": 1778, "06_cell_microscopy": 317},
+}
 
 
 class CostRefused(PreflightError):
@@ -117,7 +130,6 @@ def price(chapter: str, profile: str, params: dict[str, Any], out_dir: Path | No
           device: str = "cpu") -> Price:
     """The estimated wall time of running ``chapter`` with resolved ``params`` (see the module)."""
     from nearid.book.profiles import resolve
-    from nearid.book.runner import REFERENCE_SECONDS
 
     tasks, steps = _steps(chapter, params)
     memory = _data_mb(chapter, params)
