@@ -129,10 +129,8 @@ print(f"d = {P.latent_dim}, D = {P.observed_dim}, {P.sources} factors, {P.n_trai
       f"{P.epochs} epochs, weight decay {P.weight_decay}")
 if P.dry_run:
     print("DRY RUN: every model stops after 2 optimisation steps; the numbers below are meaningless.")
-progress = []  # one line per task: a training log, kept off the page
-result = ch02.run(P, log=progress.append)
+result = ch02.run(P)  # its training log goes to the terminal that runs the book, not to this page
 sweep = result.sweep
-print(next(line for line in reversed(progress) if " tasks: " in line))  # the one summary line
 
 # %% [markdown]
 # ## Statistical and structural identifiability against $\delta$

@@ -179,13 +179,11 @@ colors = plotting.family_colors()
 #   show which way the verdict moves with scale.
 
 # %%
-progress = []  # a line per setting: a training log, kept off the page (the tables below summarise it)
-sweeps = chapter_sweeps(P, log=progress.append)
+sweeps = chapter_sweeps(P)  # its training log goes to the terminal that runs the book, not to this page
 print(f"{P.n_train} training and {P.n_test} held-out MNIST images; code size {P.latent_dim}, "
       f"hidden {P.hidden}, {P.epochs} epochs, {P.seeds} seeds per setting, device {P.device}; "
       f"{sum(len(s.tasks()) for s in sweeps.values())} autoencoders in all")
-fit_sweeps(sweeps, executor=P.executor, scheduler=P.scheduler, log=progress.append)
-print(next(line for line in reversed(progress) if " tasks: " in line))  # the one summary line
+fit_sweeps(sweeps, executor=P.executor, scheduler=P.scheduler)
 sweep = sweeps["all"]
 summary = sweep.summary()
 digit_budgets = sorted(P.digit_n_trains) if P.digits else []

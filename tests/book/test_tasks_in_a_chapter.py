@@ -1,6 +1,6 @@
 """A chapter's sweep through the runner: the kernel finds the task cache the runner points it
 at, `--force` recomputes the tasks, a re-executed chapter reuses finished tasks, and inside
-the kernel there is no progress bar, only the labels and the summary line."""
+the kernel there is no progress bar and the summary line goes to the terminal, not the page."""
 
 import json
 import os
@@ -52,27 +52,29 @@ def _outputs(project) -> tuple[str, str]:
             "".join(o["text"] for o in streams if o["name"] == "stderr"))
 
 
-def test_a_chapter_sweep_on_a_process_pool_from_the_kernel(project, monkeypatch):
+def test_a_chapter_sweep_on_a_process_pool_from_the_kernel(project, monkeypatch, capfd):
     """Spawned workers started from inside a papermill kernel (its __main__ is ipykernel's)."""
     monkeypatch.setenv("NEARID_EXECUTOR", "processes")
     monkeypatch.setenv("NEARID_WORKERS", "2")
     assert runner.run_chapter("97", "smoke", root=project)["xs"] == [0, 1, 2]
-    assert "3 tasks: 0 reused, 3 computed" in _outputs(project)[0] and "processes x2" in _outputs(project)[0]
+    err = capfd.readouterr().err  # the kernel's own stderr: the terminal that ran the chapter
+    assert "3 tasks: 0 reused, 3 computed" in err and "processes x2" in err
+    assert "tasks:" not in "".join(_outputs(project)), "bookkeeping stays off the page"
 
 
-def test_a_chapter_sweep_resumes_and_forces_through_the_runner(project):
+def test_a_chapter_sweep_resumes_and_forces_through_the_runner(project, capfd):
     res = runner.run_chapter("97", "smoke", root=project)
     assert res["xs"] == [0, 1, 2]
     out, err = _outputs(project)
-    # the page gets the summary line, not a line per task; the bar goes to the kernel's own
-    # stderr (the terminal), not into the notebook
-    assert "3 tasks: 0 reused, 3 computed" in out and "x=0" not in out
-    assert "tasks (" not in err, "no progress bar in the page"
+    # the summary line goes to the kernel's own stderr (the terminal), neither it nor a line
+    # per task nor a bar into the page
+    assert "tasks:" not in out + err and "x=0" not in out and "tasks (" not in err
+    assert "3 tasks: 0 reused, 3 computed" in capfd.readouterr().err
     assert len(list((project / ".cache" / "tasks").rglob("*.entry"))) == 3, "the runner's cache folder"
     runner.run_chapter("97", "smoke", {"n": 4}, root=project)  # new parameters: the chapter runs again
-    assert "4 tasks: 3 reused, 1 computed" in _outputs(project)[0]
+    assert "4 tasks: 3 reused, 1 computed" in capfd.readouterr().err
     runner.run_chapter("97", "smoke", {"n": 4}, root=project, force=True)
-    assert "4 tasks: 0 reused, 4 computed" in _outputs(project)[0], "--force recomputes the tasks"
+    assert "4 tasks: 0 reused, 4 computed" in capfd.readouterr().err, "--force recomputes the tasks"
     assert json.loads((project / "book" / "executed" / "97_sweep.json").read_text())["xs"] == [0, 1, 2, 3]
 
 

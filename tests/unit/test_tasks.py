@@ -74,7 +74,7 @@ def test_a_sigkilled_run_resumes(tmp_path):
     assert len(list((tmp_path / "calls").iterdir())) == 3
     second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert second.returncode == 0, second.stderr
-    assert "5 tasks: 3 reused, 2 computed" in second.stdout
+    assert "5 tasks: 3 reused, 2 computed" in second.stderr  # nearid.tasks.runner_log: bookkeeping, on stderr
     assert "[0, 10, 20, 30, 40]" in second.stdout
     assert sorted(p.name.split(".")[0] for p in (tmp_path / "calls").iterdir()) == [f"x-{i}" for i in range(5)]
 
@@ -355,9 +355,9 @@ def test_labels_are_logged_without_a_bar_and_the_bar_goes_to_stderr(capsys):
     assert "tasks (inprocess)" in err and "2/2" in err
 
 
-def test_inside_a_notebook_kernel_the_page_gets_one_summary_line(capsys, monkeypatch):
-    """A chapter's page shows the summary line only: no bar (ipykernel forwards even the
-    process's own stderr into the page) and no line per task."""
+def test_inside_a_notebook_kernel_the_log_gets_one_summary_line(capsys, monkeypatch):
+    """Inside a chapter's kernel the log gets the summary line only: no bar (ipykernel forwards
+    even the process's own stderr into the page) and no line per task."""
     monkeypatch.setattr(tasks_mod, "_in_notebook_kernel", lambda: True)
     lines = []
     run_tasks(_tasks(2), log=lines.append)
@@ -407,3 +407,26 @@ def test_a_worker_retries_the_spurious_cpython_311_ast_error(monkeypatch):
     monkeypatch.setattr(tasks_mod, "code_digest", lambda m: (_ for _ in ()).throw(SystemError("other")))
     with pytest.raises(SystemError, match="other"):
         tasks_mod._worker_code_digest("m")
+
+
+def test_the_runner_log_skips_the_page_inside_a_kernel(monkeypatch, tmp_path):
+    """runner_log writes to stderr's descriptor, which ipykernel keeps as its copy of the
+    terminal's stderr (what is written to sys.stderr itself goes into the page)."""
+    import io
+
+    sink = tmp_path / "terminal"
+
+    class PageStream(io.StringIO):  # ipykernel's OutStream: text to the page, fileno() the terminal's copy
+        def fileno(self):
+            return fd
+
+    fd = os.open(sink, os.O_WRONLY | os.O_CREAT)
+    page = PageStream()
+    monkeypatch.setattr(sys, "stderr", page)
+    monkeypatch.setattr(tasks_mod, "_in_notebook_kernel", lambda: True)
+    tasks_mod.runner_log("2 tasks: 0 reused, 2 computed (0 s, inprocess)")
+    os.close(fd)
+    assert page.getvalue() == "" and sink.read_text() == "2 tasks: 0 reused, 2 computed (0 s, inprocess)\n"
+    monkeypatch.setattr(tasks_mod, "_in_notebook_kernel", lambda: False)
+    tasks_mod.runner_log("outside a kernel")
+    assert page.getvalue() == "outside a kernel\n"

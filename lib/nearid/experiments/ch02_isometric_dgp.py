@@ -31,7 +31,7 @@ from nearid.align import AlignmentResult
 from nearid.data.toy import IsometricDGP, blob_images
 from nearid.identifiability import pairs_table, row_difference, statistical_comparisons, structural_scores
 from nearid.models import MLPAutoencoder
-from nearid.tasks import Task, run_tasks
+from nearid.tasks import Task, run_tasks, runner_log
 from nearid.train import fit, predict, resolve_device
 from nearid.verdicts import Verdict, bootstrap_statistic, paired_difference
 
@@ -194,7 +194,7 @@ def assemble(results: list[dict[str, Any]], *, seed: int = 0,
     return SweepResult(models, pairs, comparisons, codes, factors)
 
 
-def run_sweep(P, *, log=print, **changes) -> SweepResult:
+def run_sweep(P, *, log=runner_log, **changes) -> SweepResult:
     """Run :func:`model_tasks` (with ``changes``) through :func:`nearid.tasks.run_tasks` and
     assemble them; what the chapter's exercises use to retrain a variant."""
     with _dry_run_quiet(P):
@@ -219,7 +219,7 @@ def _dry_run_quiet(P):
         yield
 
 
-def run(P, *, log=print) -> ChapterResult:
+def run(P, *, log=runner_log) -> ChapterResult:
     """Run every task of :func:`plan` (one call to run_tasks) and assemble the chapter's tables."""
     tasks = plan(P)
     with _dry_run_quiet(P):

@@ -31,7 +31,7 @@ from nearid.align import compare
 from nearid.constraints import NON_NEGATIVE, Interval, ListOf, Options, OrNone, check_args, validate_params
 from nearid.lipschitz import NORMALISATION, bilipschitz_from_singular_values, jacobian_singular_values
 from nearid.models import MLPAutoencoder
-from nearid.tasks import Task, run_tasks
+from nearid.tasks import Task, run_tasks, runner_log
 from nearid.train import TrainResult, fit, predict, resolve_device
 from nearid.verdicts import Verdict, bootstrap_statistic, paired_difference
 
@@ -201,7 +201,7 @@ class BiLipschitzSweep:
                  encoder_slope: float = 0.0, tie_encoder: bool = False, normalisation: str = "model",
                  fit_fraction: float = 0.5, device: str = "auto", max_steps: int | None = None,
                  eval_rows: int | None = None, executor: str | None = None, scheduler: str | None = None,
-                 log: Callable[[str], None] | None = print):
+                 log: Callable[[str], None] | None = runner_log):
         self.alphas = alphas
         self.seeds = seeds
         self.weight_decays = weight_decays
@@ -335,7 +335,7 @@ class BiLipschitzSweep:
 
 
 def fit_sweeps(sweeps: Mapping[str, BiLipschitzSweep], *, executor: str | None = None,
-               scheduler: str | None = None, log: Callable[[str], None] | None = print) -> dict[str, BiLipschitzSweep]:
+               scheduler: str | None = None, log: Callable[[str], None] | None = runner_log) -> dict[str, BiLipschitzSweep]:
     """Run the tasks of several sweeps in one :func:`run_tasks` call (so an executor sees them
     all at once), then fit each sweep from its share of the results."""
     tasks = {name: sw.tasks() for name, sw in sweeps.items()}
@@ -348,7 +348,7 @@ def fit_sweeps(sweeps: Mapping[str, BiLipschitzSweep], *, executor: str | None =
     return dict(sweeps)
 
 
-def chapter_sweeps(P: Mapping, *, log: Callable[[str], None] | None = print) -> dict[str, BiLipschitzSweep]:
+def chapter_sweeps(P: Mapping, *, log: Callable[[str], None] | None = runner_log) -> dict[str, BiLipschitzSweep]:
     """The chapter's sweeps for resolved parameters ``P``: "all" (every digit, alphas x weight
     decays x seeds) and one digit-specific sweep per training budget in ``digit_n_trains``
     ("digits_<n>"). A dry run cuts every model to 2 steps and evaluates it on 100 images."""

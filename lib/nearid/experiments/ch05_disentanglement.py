@@ -45,7 +45,7 @@ from nearid.ica import ROWS_PER_COMPONENT, WhitenedICA
 from nearid.metrics.dci_mig import dci_disentanglement, mig
 from nearid.metrics.infomec import PROBE_RTOL, infoe, infomec
 from nearid.models.conv import CONV_MODELS, KNOBS, make_conv_model
-from nearid.tasks import Task, run_tasks
+from nearid.tasks import Task, run_tasks, runner_log
 from nearid.train import fit, predict, resolve_device
 from nearid.verdicts import Verdict, claim, paired_difference
 
@@ -412,7 +412,7 @@ def collect(results: Sequence[dict]) -> BenchmarkResult:
 
 
 def run_benchmark(*, executor: str | None = None, scheduler: str | None = None,
-                  log: Callable[[str], None] | None = print, **settings) -> BenchmarkResult:
+                  log: Callable[[str], None] | None = runner_log, **settings) -> BenchmarkResult:
     """:func:`benchmark_tasks` run through :func:`nearid.tasks.run_tasks` and collected."""
     tasks = benchmark_tasks(**settings)
     return collect(run_tasks(tasks, executor=executor, scheduler=scheduler, log=log))

@@ -53,7 +53,7 @@ from nearid.constraints import Options, check_params
 from nearid.ica import COMPONENTS, DEFAULT_COMPONENTS, ROWS_PER_COMPONENT, LowVarianceWarning, WhitenedICA, Whitener
 from nearid.metrics.sparsity import auroc, concentration, hoyer, top_biological_share
 from nearid.paper import TABLE3, TABLE3_FEATURE_SETS, TABLE4, TABLE6_LIGHTGBM
-from nearid.tasks import Task, run_tasks
+from nearid.tasks import Task, run_tasks, runner_log
 from nearid.verdicts import Verdict, bootstrap_statistic, paired_difference
 
 FEATURE_SETS = ("base", "pca", "pca_ica", "pca_rand")
@@ -381,7 +381,7 @@ def _score_all(jobs: list[tuple[dict[str, np.ndarray], pd.DataFrame]], *, n_spli
 
 def score_guides(features: dict[str, np.ndarray], wells: pd.DataFrame, *, n_splits: int = 3,
                  n_estimators: int = 100, seed: int = 0, executor: str | None = None, scheduler: Any = None,
-                 log: Callable[[str], None] | None = print) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 log: Callable[[str], None] | None = runner_log) -> tuple[pd.DataFrame, pd.DataFrame]:
     """AUROC and sparsity of every guide in every feature set: per guide, and per (guide, fold).
 
     Per guide: the pooled out-of-fold AUROC and the sparsity over every batch (Table 3). Per
@@ -412,7 +412,7 @@ def evaluate(X, wells: pd.DataFrame, *, kinds=FEATURE_SETS,
              rows_per_component: int | None = ROWS_PER_COMPONENT, ica_fit_on: str = "controls",
              n_splits: int = 3, n_estimators: int = 100, seed: int = 0, top: float = 0.25,
              executor: str | None = None, scheduler: Any = None,
-             log: Callable[[str], None] | None = print) -> dict[str, Any]:
+             log: Callable[[str], None] | None = runner_log) -> dict[str, Any]:
     """Tables 3 and 4 for well embeddings ``X``: see the module docstring for every choice.
 
     Returns ``table3`` {gene: {auroc: {set: value}, sparsity: {set: value}, guides: n}},
@@ -433,7 +433,7 @@ def evaluate_all(inputs: list[tuple[Any, pd.DataFrame]], *, kinds=FEATURE_SETS,
                  rows_per_component: int | None = ROWS_PER_COMPONENT, ica_fit_on: str = "controls",
                  n_splits: int = 3, n_estimators: int = 100, seed: int = 0, top: float = 0.25,
                  executor: str | None = None, scheduler: Any = None,
-                 log: Callable[[str], None] | None = print) -> list[dict[str, Any]]:
+                 log: Callable[[str], None] | None = runner_log) -> list[dict[str, Any]]:
     """:func:`evaluate` of each (X, wells) of ``inputs`` (independently trained MAEs, or
     training budgets), with every LightGBM scoring of all of them in one
     :func:`nearid.tasks.run_tasks` call: a process pool or cluster sees them together, and a
@@ -473,7 +473,7 @@ def gene_means(table3: dict, metric: str) -> dict[str, float]:
 def component_sweep(X, wells: pd.DataFrame, *, grid=COMPONENT_GRID, kinds=WHITENED_SETS,
                     ica_fit_on: str = "controls", n_splits: int = 3, n_estimators: int = 100,
                     seed: int = 0, top: float = 0.25, n_boot: int | None = None, executor: str | None = None,
-                    scheduler: Any = None, log: Callable[[str], None] | None = print) -> dict[str, pd.DataFrame]:
+                    scheduler: Any = None, log: Callable[[str], None] | None = runner_log) -> dict[str, pd.DataFrame]:
     """Tables 3 and 4 against the number of whitened components, for each k of ``grid``
     (capped by the controls' rank only).
 
@@ -776,7 +776,7 @@ def split_runs(tasks: list[Task], results: list[dict], *, seed: int, epochs: int
 
 
 def scale_trend(embeddings: dict[int, dict[str, Any]], *, n_boot: int | None = None,
-                executor: str | None = None, scheduler: Any = None, log: Callable[[str], None] | None = print,
+                executor: str | None = None, scheduler: Any = None, log: Callable[[str], None] | None = runner_log,
                 **eval_params) -> pd.DataFrame:
     """Every verdict of the chapter again for MAEs trained for other budgets (``embeddings``:
     epochs -> the result of :func:`screen_embeddings`), with the same protocol: one row per
