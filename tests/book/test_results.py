@@ -30,6 +30,15 @@ def test_verdict_records_are_checked(tmp_path):
         results.save(tmp_path / "bad.json", {"verdicts": {"x": {"estimate": 0.1}}})
     with pytest.raises(ValueError, match="valid: holds, fails, inconclusive"):
         results.save(tmp_path / "bad.json", {"verdicts": {"x": {**good, "verdict": "reproduced"}}})
+    from nearid.claims import registry
+
+    declared = registry()["rigid_rises_with_L"]
+    with pytest.raises(ValueError, match=f"decided by a equivalence test; claims.yaml declares '{declared.test}'"):
+        results.save(tmp_path / "bad.json", {"verdicts": {"rigid_rises_with_L": {**good, "test": "equivalence"}}})
+    if declared.margin is not None:
+        with pytest.raises(ValueError, match="decided with margin 0.123"):
+            results.save(tmp_path / "bad.json", {"verdicts": {"rigid_rises_with_L": {**good, "margin": 0.123}}})
+    results.save(tmp_path / "ok.json", {"verdicts": {"rigid_rises_with_L": {**good, "test": declared.test}}})
     with pytest.raises(ValueError, match="paper_comparison"):
         results.save(tmp_path / "bad.json", {"paper_comparison": [{"table": "Table 1"}]})
     assert not (tmp_path / "bad.json").exists()

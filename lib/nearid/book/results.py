@@ -67,6 +67,14 @@ def check_payload(payload: dict[str, Any]) -> None:
             if declared.section != rec["section"]:
                 raise ValueError(f"verdict {claim_id!r} is decided in section {rec['section']!r}; "
                                  f"{claims.REGISTRY.name} declares {declared.section!r} ({declared.chapter})")
+            # the test and margin a record was decided with are the registry's, never a chapter's own
+            if rec.get("test") is not None and rec["test"] != declared.test:
+                raise ValueError(f"verdict {claim_id!r} was decided by a {rec['test']} test; "
+                                 f"{claims.REGISTRY.name} declares {declared.test!r}")
+            if rec.get("margin") is not None and declared.margin is not None \
+                    and abs(float(rec["margin"]) - float(declared.margin)) > 1e-12:
+                raise ValueError(f"verdict {claim_id!r} was decided with margin {rec['margin']}; "
+                                 f"{claims.REGISTRY.name} declares {declared.margin}")
     for i, rec in enumerate(payload.get("paper_comparison") or []):
         missing = [k for k in COMPARISON_KEYS if k not in rec]
         if missing:
