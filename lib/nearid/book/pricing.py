@@ -39,15 +39,14 @@ SAY_ABOVE_SECONDS = 60.0  # runs estimated shorter than this start without an es
 
 
 # Wall seconds of each chapter in one fresh default quick build (two chapters side by side,
-# one torch thread each) of a406541 on a 2-core AMD EPYC (Zen 3) VM, 2026-12-04, under py-spy:
-# the whole build took 32:43 (benchmarks/README.md, "Issue 34"). Used only to start the
-# longest chapters first when an output folder has no timings of its own yet (a fresh clone),
-# and to price a chapter that has never run here: chapter 05 takes longer than all chapters
-# but 04 together, and 04 as long as all the rest, so starting either late would leave a core
-# idle for many minutes. Never a result.
+# one torch thread each) of f0f5fa0 on an idle 2-core AMD EPYC (Zen 3) VM, 2026-12-05: the
+# whole build took 25:14 (benchmarks/README.md, "Issue 34"). Used only to start the longest
+# chapters first when an output folder has no timings of its own yet (a fresh clone), and to
+# price a chapter that has never run here: chapter 05 takes longer than all chapters but 04
+# together, so starting it late would leave a core idle for many minutes. Never a result.
 REFERENCE_SECONDS = {
-    "quick": {"01_definitions": 40, "02_isometric_dgp": 101, "03_bilipschitz": 565,
-              "04_alignment": 1046, "05_disentanglement": 1778, "06_cell_microscopy": 317},
+    "quick": {"01_definitions": 27, "02_isometric_dgp": 67, "03_bilipschitz": 345,
+              "04_alignment": 909, "05_disentanglement": 1272, "06_cell_microscopy": 231},
 }
 
 
