@@ -138,6 +138,10 @@ def bootstrap_statistic(statistic: Callable[..., float], *arrays, threshold: flo
     alpha = 1 - confidence
     if boots.size < n_boot // 2:
         low = high = float("nan")
+    elif units < 3 or np.ptp(boots) == 0:
+        # two units (or resamples that never vary) give a statistic the resampling cannot
+        # move: a zero-width interval that would "decide" any claim; it decides nothing
+        low, high = float("-inf"), float("inf")
     else:
         low, high = (float(v) for v in np.quantile(boots, [alpha / 2, 1 - alpha / 2]))
     return Verdict(est, low, high, decide(low, high, threshold), units, "bootstrap", threshold)

@@ -88,13 +88,18 @@ def test_history_rows_put_each_earlier_protocol_beside_the_current_one():
     assert "0.95" in row["protocol_now"] and row["verdict_then"].startswith("holds")
 
 
-def test_the_margins_of_chapter_05_are_the_papers_largest_seed_spread():
+def test_the_margins_of_chapter_05_are_the_papers_largest_seed_spread_of_each_metric():
     """"Comparable" and "the same" in chapter 05 are read within the largest standard
-    deviation over seeds that the paper reports (its Table 5), declared in the registry."""
+    deviation over seeds that the paper reports for that metric (its Table 5: InfoM 0.05,
+    InfoE 0.02, InfoC 0.06), declared in the registry."""
     from nearid import paper
 
-    largest = max(sd for row in paper.TABLE5_SHAPES3D.values() for _, sd in row)
+    largest = {metric: max(row[j][1] for row in paper.TABLE5_SHAPES3D.values())
+               for j, metric in enumerate(("infom", "infoe", "infoc"))}
+    assert largest == {"infom": 0.05, "infoe": 0.02, "infoc": 0.06}
     ch05 = [c for c in claims.registry().values() if c.chapter == "05_disentanglement"]
-    assert {c.margin for c in ch05 if c.test != "superiority" and c.kind != "method_check"} == {largest}
+    decided_within = [c for c in ch05 if c.test != "superiority" and c.kind != "method_check"]
+    assert decided_within and all(c.margin == largest[next(m for m in largest if f"_{m}_" in c.id)]
+                                  for c in decided_within), [(c.id, c.margin) for c in decided_within]
     assert {c.test for c in ch05 if c.kind == "paper_tie"} == {"equivalence"}
     assert {c.test for c in ch05 if c.id.startswith(("ica_vs_beta", "ica_vs_bioae"))} == {"non_inferiority"}

@@ -204,3 +204,14 @@ def test_cluster_bootstrap_resamples_whole_groups():
     assert by_group.high - by_group.low == pytest.approx(alone.high - alone.low, rel=0.25)
     with pytest.raises(ValueError, match="one label per row"):
         bootstrap_statistic(np.mean, rows, groups=groups[:-1])
+
+
+def test_bootstrap_decides_nothing_from_two_units_or_a_statistic_resampling_cannot_move():
+    """Two units (or a statistic equal on every resample) give a zero-width interval, which
+    would make any claim hold; it is reported unbounded and inconclusive instead."""
+    two = bootstrap_statistic(np.mean, np.array([1.0, 2.0]))
+    assert two.verdict == "inconclusive" and (two.low, two.high) == (float("-inf"), float("inf")) and two.n == 2
+    fixed = bootstrap_statistic(lambda x: 0.5, np.arange(40.0))
+    assert fixed.verdict == "inconclusive" and fixed.estimate == 0.5
+    three = bootstrap_statistic(np.mean, np.array([1.0, 2.0, 4.0]))
+    assert np.isfinite(three.low) and three.verdict == "holds"
