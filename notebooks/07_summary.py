@@ -63,6 +63,12 @@ for verdict, k in counts.items():
 counts_fdr = scorecard.verdict_counts(counted, "verdict_fdr")
 for verdict, k in counts_fdr.items():
     glue(f"n_{verdict}_fdr", k)
+outcomes = scorecard.outcome_counts(counted)
+for name, k in outcomes.items():
+    glue(f"n_outcome_{name.split()[0]}", k)  # holds, fails, smaller, larger, underpowered, not
+glue("n_decided", len(counted) - outcomes["not decided"])
+larger = outcomes["larger than the paper's"]
+glue("larger_text", f"; {larger} lie wholly above the paper's number yet touch the claim's bound" if larger else "")
 glue("n_numbers", len(comparison))
 glue("n_directional", len(summary_figures.directional_claims(counted)))
 glue("missing", scorecard.missing_text(chapter_results, other_profile, profile))
@@ -71,15 +77,25 @@ glue("missing", scorecard.missing_text(chapter_results, other_profile, profile))
 # ## At a glance
 #
 # Of the {glue:text}`n_claims` claims of the paper tested here (its claims in words and the
-# orderings of its tables' numbers), {glue:text}`n_holds` hold, {glue:text}`n_inconclusive`
-# are inconclusive and {glue:text}`n_fails` fail, each at 95% on its own. Tested together, some
-# of so many would hold or fail by chance; with the false discovery rate held at 5% across
-# them (Benjamini–Hochberg), {glue:text}`n_holds_fdr` hold, {glue:text}`n_inconclusive_fdr`
-# are inconclusive and {glue:text}`n_fails_fdr` fail. They make {glue:text}`n_statements`
-# statements: a statement the paper makes for several model pairs or datasets is tested on
-# each, and counted once per pair or dataset. The other {glue:text}`n_other` rows are
-# differences the paper prints as 0, checks of our method and our own hypotheses, shown but
-# not counted. Chapters without results of this profile when this page was built (a chapter
+# orderings of its tables' numbers), {glue:text}`n_outcome_not` are **not decided**: they
+# rest on a FastICA fit that stopped at its iteration cap, and an iterative fit that did not
+# converge is not evidence either way. Of the {glue:text}`n_decided` decided, each at 95% on
+# its own, {glue:text}`n_outcome_holds` **hold** and {glue:text}`n_outcome_fails` **fail**;
+# of the inconclusive, {glue:text}`n_outcome_smaller` are **smaller than the paper's effect**
+# (the interval rules out the difference the paper prints, but not the claim's bound: the
+# effect is there or not, and in either case smaller than the paper's) and
+# {glue:text}`n_outcome_underpowered` are **underpowered** (the interval holds both the bound
+# and the paper's number, or the paper prints none: too few units to tell){glue:text}`larger_text`. Tested together,
+# some of so many would hold or fail by chance; with the false discovery rate held at 5%
+# across the decided claims (Benjamini–Hochberg), {glue:text}`n_holds_fdr` hold,
+# {glue:text}`n_inconclusive_fdr` are inconclusive and {glue:text}`n_fails_fdr` fail. They
+# make {glue:text}`n_statements` statements: a statement the paper makes for several model
+# pairs or datasets is tested on each, and counted once per pair or dataset; the paper's
+# "aggregated" rows, means of rows counted on their own with the same seeds, are shown but
+# not counted a second time. The other {glue:text}`n_other` rows are those aggregates,
+# differences the paper prints as 0, checks of our method (among them orderings that hold by
+# construction, such as rigid above linear for nested families) and our own hypotheses,
+# shown but not counted. Chapters without results of this profile when this page was built (a chapter
 # executed with another profile is left out, never shown under this one): {glue:text}`missing`.
 
 # %% tags=["remove-input"] mystnb={"image": {"alt": "A grid of coloured tiles, one per claim: rows are chapters 01 to 06, the paper's claims on the left and the rows not counted on the right; green tiles with a tick hold, grey tiles with a question mark are inconclusive, orange tiles with a cross fail."}, "figure": {"caption": "Every claim, one tile each, coloured by its verdict. Left: the paper's claims (counted); right: ties, checks of our method and our hypotheses (not counted). The tiles of a statement tested per model pair or per dataset sit side by side; under the tiles, the paper's figure or table; under each chapter, its tally of the paper's claims. The table below names every tile.", "name": "fig-07-claims"}}
@@ -93,8 +109,8 @@ display(Markdown(scorecard.tallies_markdown(scorecard.chapter_tallies(claims))))
 # ## The claims
 #
 # One row per statement, grouped by kind, in the order of the chapters and of the paper's
-# figures and tables, each declared before its result in the registry of claims
-# (`lib/nearid/claims.yaml`). The verdict comes first and links to the section of its
+# figures and tables, each declared in the registry of claims (`lib/nearid/claims.yaml`;
+# when, the appendix says). The verdict comes first and links to the section of its
 # chapter that decides it, where the protocol, the numbers and our reading of any difference
 # from the paper are given (including where our setting differs from the paper's:
 # procedural analogues of the disentanglement datasets, a simulated cell screen, small
@@ -142,7 +158,7 @@ plt.show()
 
 # %% tags=["remove-cell"]
 results.save(results_path, {
-    "counts": counts, "counts_fdr": counts_fdr, "counts_by_kind": by_kind, "n_claims": len(counted), "n_rows": len(claims),
+    "counts": counts, "counts_fdr": counts_fdr, "outcomes": outcomes, "counts_by_kind": by_kind, "n_claims": len(counted), "n_rows": len(claims),
     "missing": missing,
     "claims": claims.drop(columns=["claim"]).to_dict(orient="records"),
     "n_paper_numbers": len(comparison),
@@ -165,9 +181,14 @@ display(Markdown(scorecard.units_markdown(claims)))
 # ## How the protocols changed
 #
 # A verdict is only as good as the record of when its protocol was chosen. Every claim is
-# declared in the registry of claims (`lib/nearid/claims.yaml`) before its result; when a
-# claim's test or protocol changes, its earlier version stays in the registry with the
-# verdict it gave, and the registry's git history dates each change. The table lists every
+# declared in the registry of claims (`lib/nearid/claims.yaml`), which records the commit
+# that declared it and the commit whose reference results first held its verdict. The
+# registry was created after the book's first results: {glue:text}`n_declared_after` of its
+# {glue:text}`n_registry` entries were declared after their first result (those protocols
+# were written down, not chosen, on that day), {glue:text}`n_declared_before` before it, and
+# {glue:text}`n_declared_unresolved` have no recorded result yet. When a claim's test or
+# protocol changes, its earlier version stays in the registry with the verdict it gave, and
+# the registry's git history dates each change. The table lists every
 # earlier version beside the protocol that replaced it and the verdict this build gives
 # ({glue:text}`n_history` changes; each names the commit that made it, since changes made
 # before the registry existed have no registry history of their own).
@@ -182,4 +203,9 @@ history = pd.DataFrame(registry.history_rows(), columns=["claim_id", "chapter", 
 now = claims.set_index("claim_id")["verdict"]
 history["verdict_now"] = [now.get(c, "not decided in this build") for c in history.claim_id]
 glue("n_history", len(history))
+order = [c.declared_before_result for c in registry.registry().values()]
+glue("n_registry", len(order))
+glue("n_declared_after", order.count(False))
+glue("n_declared_before", order.count(True))
+glue("n_declared_unresolved", order.count(None))
 display(Markdown(scorecard.history_markdown(history)))

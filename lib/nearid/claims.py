@@ -12,7 +12,9 @@ file's git history.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -24,6 +26,7 @@ KINDS = {
     "paper_claim": "claims the paper makes in words",
     "paper_number": "orderings of numbers in the paper's tables",
     "paper_tie": "differences the paper prints as 0 (shown, not counted as claims of the paper)",
+    "paper_aggregate": "the paper's aggregated rows: means of rows counted on their own (shown, not counted twice)",
     "method_check": "checks of our method (the paper makes no such claim)",
     "hypothesis": "our own hypotheses, beyond the paper",
 }
@@ -48,11 +51,30 @@ class Claim:
     paper: dict | None = None
     protocol: tuple[str, ...] = ()
     note: str | None = None
+    declared: str | None = None
+    first_result: str | None = None
     history: tuple[dict, ...] = field(default_factory=tuple)
 
     @property
     def counts_as_paper_claim(self) -> bool:
         return self.kind in COUNTED_KINDS
+
+    @property
+    def declared_before_result(self) -> bool | None:
+        """Whether the entry entered the registry before its first recorded result (None: no
+        result recorded yet, so it is being declared before it). The registry was created
+        after the book's first results: the entries of that day say False."""
+        if not self.first_result:
+            return None
+        return _stamp(self.declared) < _stamp(self.first_result)
+
+
+def _stamp(text: str) -> datetime:
+    """ "2b7c2ea, 2026-12-02 06:49 UTC" -> its time."""
+    m = re.search(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}) UTC$", text)
+    if not m:
+        raise ValueError(f"a registry stamp reads 'commit, YYYY-MM-DD HH:MM UTC', got {text!r}")
+    return datetime.strptime(m[1], "%Y-%m-%d %H:%M")
 
 
 def _entry(raw: dict, where: str) -> Claim:
@@ -66,7 +88,7 @@ def _entry(raw: dict, where: str) -> Claim:
     for name, allowed in (("kind", KINDS), ("test", TESTS), ("retraining", RETRAINING)):
         if raw[name] not in allowed:
             raise ValueError(f"{where}: {name} {raw[name]!r}; valid: {', '.join(allowed)}")
-    if raw["kind"] in ("paper_claim", "paper_number", "paper_tie") and not (raw.get("paper") or {}).get("where"):
+    if raw["kind"] in ("paper_claim", "paper_number", "paper_tie", "paper_aggregate") and not (raw.get("paper") or {}).get("where"):
         raise ValueError(f"{where}: a {raw['kind']} names where the paper says it (paper.where)")
     def lines(items, what: str) -> None:  # "- key: value" in YAML is a mapping, not a line of text
         bad = [item for item in items or () if not isinstance(item, str)]
@@ -80,6 +102,12 @@ def _entry(raw: dict, where: str) -> Claim:
             raise ValueError(f"{where}: history entry {j + 1} lacks {lacking} (the commit that changed it, "
                              "the protocol then, the verdict it gave)")
         lines(old["protocol"], f"history entry {j + 1}'s protocol")
+    if not raw.get("declared"):
+        raise ValueError(f"{where}: declared is missing (the commit that adds the entry, and its time: "
+                         "'commit, YYYY-MM-DD HH:MM UTC'; 'this commit, ...' until it has a hash)")
+    for stamp in ("declared", "first_result"):
+        if raw.get(stamp):
+            _stamp(str(raw[stamp]))  # refuses a malformed one, naming it
     if raw["retraining"] == "not resampled" and not raw.get("min_trainings"):
         raise ValueError(f"{where}: a verdict on one training declares min_trainings (the target)")
     return Claim(**{**raw, "protocol": tuple(raw.get("protocol") or ()), "history": tuple(raw.get("history") or ()),

@@ -45,7 +45,8 @@ def test_tables_counts_and_markdown():
     res["04_alignment"]["verdicts"]["order_cnn_widths_ica_rigid"]["ica_converged"] = False
     flagged = scorecard.claims_table(res)
     assert flagged.loc[0, "ica_converged"] is False and flagged.loc[1, "ica_converged"] is None
-    assert "| 9 (FastICA unconverged) |" in scorecard.to_markdown(flagged)
+    assert "| 9 (FastICA unconverged: not decided) |" in scorecard.to_markdown(flagged)
+    assert flagged.loc[0, "outcome"] == "not decided" and flagged.loc[0, "verdict_fdr"] is None
     # a verdict on one training says so (chapter 02's seed pairs: one pair, its test rows)
     one = {"02_isometric_dgp": {"profile": "quick", "verdicts": {"ica_aligns_seeds": claim(
         Verdict(0.1, 0.05, 0.15, "holds", 40, "bootstrap"), "ica", section="ch02-verdict")}}}
@@ -144,9 +145,9 @@ def _per_dataset_results():
         return claim(Verdict(0.1, 0.05, 0.15, verdict, 5, "t"), text, section="ch05-verdict", paper=0.1)
 
     return {"05_disentanglement": {"profile": "quick", "verdicts": {
-        "ica_vs_ae_infom_aggregated": rec("AE + ICA's InfoM is higher than the AE's (mean over datasets)"),
         "ica_vs_ae_infom_falcor3d": rec("AE + ICA's InfoM is higher than the AE's (Falcor3D)", "fails"),
         "ica_vs_ae_infom_shapes3d": rec("AE + ICA's InfoM is higher than the AE's (Shapes3D)", "inconclusive"),
+        "ica_vs_ae_infom_mpi3d": rec("AE + ICA's InfoM is higher than the AE's (MPI3D)"),
         "ica_vs_ae_infoe_falcor3d": rec("AE + ICA's InfoE equals the AE's within the declared margin (Falcor3D)"),
         "ica_vs_beta_vae_infom_aggregated": rec("AE + ICA's InfoM is comparable to β-VAE's (mean over datasets)"),
     }}}
@@ -158,9 +159,9 @@ def test_claims_per_dataset_fold_into_one_statement():
     assert len(st) == 3, "three InfoM rows fold; the tie (another kind) and the comparison stay apart"
     folded = st[st.facets.map(len) > 0].iloc[0]
     assert folded.text == "AE + ICA's InfoM is higher than the AE's" and folded.kind == "paper_number"
-    assert folded.facets == ("Falcor3D", "Shapes3D", "mean"), "the mean over datasets comes last"
+    assert folded.facets == ("Falcor3D", "Shapes3D", "MPI3D")
     assert [claims.claim_id[i] for i in folded.rows] == ["ica_vs_ae_infom_falcor3d", "ica_vs_ae_infom_shapes3d",
-                                                         "ica_vs_ae_infom_aggregated"]
+                                                         "ica_vs_ae_infom_mpi3d"]
     assert list(st.kind) == ["paper_claim", "paper_number", "paper_tie"], "the paper's claims first"
     assert set(st.ref) == {"Table 2"}
     md = scorecard.to_markdown(claims)
@@ -177,12 +178,52 @@ def test_chapter_tallies_count_the_papers_claims_per_chapter():
     res = {**_results(), **_per_dataset_results()}
     tallies = scorecard.chapter_tallies(scorecard.claims_table(res))
     assert list(tallies.chapter) == ["04_alignment", "02_isometric_dgp", "05_disentanglement", "all"]
-    got = tallies.set_index("chapter")[["holds", "inconclusive", "fails", "other"]].to_dict(orient="index")
-    assert got["05_disentanglement"] == {"holds": 2, "inconclusive": 1, "fails": 1, "other": 1}
-    assert got["02_isometric_dgp"] == {"holds": 0, "inconclusive": 0, "fails": 0, "other": 1}
-    assert got["all"] == {"holds": 2, "inconclusive": 2, "fails": 1, "other": 2}
+    assert list(tallies.columns) == ["chapter", "holds", "fails", "underpowered", "other"], \
+        "the outcomes some chapter has, in the headline's order"
+    got = tallies.set_index("chapter")[["holds", "fails", "underpowered", "other"]].to_dict(orient="index")
+    assert got["05_disentanglement"] == {"holds": 2, "fails": 1, "underpowered": 1, "other": 1}
+    assert got["02_isometric_dgp"] == {"holds": 0, "fails": 0, "underpowered": 0, "other": 1}
+    assert got["all"] == {"holds": 2, "fails": 1, "underpowered": 2, "other": 2}
     md = scorecard.tallies_markdown(tallies)
-    assert "| 05 disentanglement | 2 | 1 | 1 | 1 |" in md and "| **all** | **2** | **2** | **1** | 2 |" in md
+    assert "| 05 disentanglement | 2 | 1 | 1 | 1 |" in md and "| **all** | **2** | **1** | **2** | 2 |" in md
+
+
+@pytest.mark.parametrize("verdict, low, high, paper, converged, expected", [
+    ("holds", 0.1, 0.3, 0.2, None, "holds"),
+    ("fails", -0.3, -0.1, 0.2, True, "fails"),
+    ("inconclusive", -0.1, 0.1, 0.2, True, "smaller than the paper's"),  # the paper's 0.2 is ruled out
+    ("inconclusive", -0.1, 0.3, 0.2, True, "underpowered"),             # both 0 and 0.2 inside
+    ("inconclusive", -0.1, 0.3, None, None, "underpowered"),            # the paper prints no number
+    ("inconclusive", -0.1, 0.3, -0.2, None, "larger than the paper's"),
+    ("holds", 0.1, 0.3, 0.2, False, "not decided"),                     # an unconverged FastICA fit
+])
+def test_outcome_splits_inconclusive_and_sets_unconverged_fits_apart(verdict, low, high, paper, converged,
+                                                                     expected):
+    assert scorecard.outcome(verdict, low, high, paper, converged) == expected
+
+
+def test_the_headline_counts_outcomes_and_leaves_aggregates_and_unconverged_fits_out():
+    """Table 2's aggregated row is a mean of rows counted on their own: shown, kind
+    paper_aggregate, not counted. A claim on an unconverged fit is "not decided": outside the
+    BH family, drawn as a blank tile, whatever its interval says."""
+    from nearid.book import summary_figures
+
+    res = _per_dataset_results()
+    res["05_disentanglement"]["verdicts"]["ica_vs_ae_infom_aggregated"] = claim(
+        Verdict(0.1, 0.05, 0.15, "holds", 5, "t"), "AE + ICA's InfoM is higher than the AE's (mean over datasets)",
+        section="ch05-verdict", paper=0.1)
+    res["05_disentanglement"]["verdicts"]["ica_vs_ae_infom_mpi3d"]["ica_converged"] = False
+    claims = scorecard.claims_table(res).set_index("claim_id")
+    assert claims.loc["ica_vs_ae_infom_aggregated", "kind"] == "paper_aggregate"
+    assert claims.loc["ica_vs_ae_infom_aggregated", "outcome"] is None
+    assert claims.loc["ica_vs_ae_infom_mpi3d", "outcome"] == "not decided"
+    assert claims.loc["ica_vs_ae_infom_mpi3d", "verdict_fdr"] is None
+    counted = scorecard.paper_claims(claims.reset_index())
+    assert scorecard.outcome_counts(counted) == {"holds": 1, "fails": 1, "smaller than the paper's": 0,
+                                                 "larger than the paper's": 0, "underpowered": 1, "not decided": 1}
+    tiles = summary_figures.claim_tiles(claims.reset_index()).set_index("claim_id")
+    assert tiles.loc["ica_vs_ae_infom_mpi3d", "verdict"] == "not decided"
+    assert tiles.loc["ica_vs_ae_infom_aggregated", "group"] == "other"
 
 
 def test_fdr_verdicts_cover_the_counted_claims_only():

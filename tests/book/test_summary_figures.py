@@ -41,13 +41,15 @@ def test_claims_map_draws_every_claim_once_in_its_verdicts_colour(tables):
     tiles = [p for ax in fig.axes for p in ax.patches if isinstance(p, Rectangle)]
     assert len(tiles) == len(claims), "one tile per claim, per-dataset claims included"
     drawn = sorted(to_hex(p.get_facecolor()).upper() for p in tiles)
-    assert drawn == sorted(scorecard.VERDICT_COLORS[v].upper() for v in claims.verdict)
+    assert drawn == sorted(scorecard.VERDICT_COLORS[scorecard.shown_verdict(r)].upper()
+                           for r in claims.itertuples())
     counted_ax = fig.axes[0]
     assert len(counted_ax.patches) == len(scorecard.paper_claims(claims)), "the paper's claims on the left"
     glyphs = [t.get_text() for ax in fig.axes for t in ax.texts if t.get_text() in scorecard.VERDICT_GLYPHS.values()]
     assert len(glyphs) == len(claims), "each tile carries its verdict's glyph: colour is never the only cue"
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend == ["✓  holds", "?  inconclusive", "✗  fails"]
+    undecided = (claims.outcome == "not decided").any()
+    assert legend == ["✓  holds", "?  inconclusive", "✗  fails", *(["○  not decided"] if undecided else [])]
     refs = {t.get_text() for ax in fig.axes for t in ax.texts}
     assert {"Table 1", "Table 2", "2", "A.3"} <= refs, "the paper's table or figure under the tiles"
     assert _smallest_text_px(fig) >= 9

@@ -53,7 +53,7 @@ def _write(tmp_path, entries):
 
 
 BASE = dict(id="a", chapter="09_x", section="ch09-v", kind="method_check", test="superiority", margin=0.0,
-            unit="seeds", min_n=3, retraining="resampled")
+            unit="seeds", min_n=3, retraining="resampled", declared="abc1234, 2026-12-05 12:00 UTC")
 
 
 @pytest.mark.parametrize("change, match", [
@@ -63,6 +63,8 @@ BASE = dict(id="a", chapter="09_x", section="ch09-v", kind="method_check", test=
     ({"kind": "paper_claim"}, "names where the paper says it"),
     ({"retraining": "not resampled"}, "declares min_trainings"),
     ({"history": [{"until": "abc1234", "verdict": "holds"}]}, r"history entry 1 lacks \['protocol'\]"),
+    ({"declared": None}, "declared is missing"),
+    ({"first_result": "yesterday"}, "a registry stamp reads 'commit, YYYY-MM-DD HH:MM UTC', got 'yesterday'"),
     ({"protocol": [{"unit": "seeds"}]}, "protocol holds {'unit': 'seeds'}, not a line of text"),
     ({"history": [{"until": "abc1234", "verdict": "holds", "protocol": ["a", {"unit": "pairs"}]}]},
      "history entry 1's protocol holds"),
@@ -77,6 +79,19 @@ def test_a_repeated_or_incomplete_entry_is_refused(tmp_path):
         claims.load(_write(tmp_path, [BASE, BASE]))
     with pytest.raises(ValueError, match=r"missing fields \['min_n'\]"):
         claims.load(_write(tmp_path, [{k: v for k, v in BASE.items() if k != "min_n"}]))
+
+
+def test_every_entry_says_when_it_was_declared_and_when_its_first_result_came():
+    """The registry was created after the book's first results: its entries of that day say
+    so (declared after the first result); an entry added later is declared before it, or
+    has no result yet."""
+    entries = claims.registry().values()
+    assert all(c.declared for c in entries)
+    first_day = [c for c in entries if c.declared.startswith("2b7c2ea")]
+    assert first_day and all(c.declared_before_result is False for c in first_day)
+    entry = claims.Claim(**{**BASE, "first_result": "def5678, 2026-12-05 13:00 UTC"})
+    assert entry.declared_before_result is True
+    assert claims.Claim(**BASE).declared_before_result is None, "no result yet: declared before it"
 
 
 def test_history_rows_put_each_earlier_protocol_beside_the_current_one():

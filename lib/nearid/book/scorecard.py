@@ -78,7 +78,39 @@ def missing_text(results: dict[str, dict | None], other: dict[str, str], profile
 
 CLAIM_COLUMNS = ["chapter", "claim_id", "claim", "kind", "paper", "ours", "low", "high", "verdict", "method", "n",
                  "unit", "min_n", "retraining", "test", "margin", "mde", "ica_converged", "section", "profile",
-                 "verdict_fdr"]
+                 "outcome", "verdict_fdr"]
+
+# What a counted claim's interval says, in the headline's words (issue 35): the raw verdict
+# split where "inconclusive" hides two different findings, and a verdict that rests on an
+# iterative fit that did not converge set apart instead of counted.
+OUTCOMES = {
+    "holds": "the interval lies on the claim's side of its bound",
+    "fails": "the interval lies on the other side",
+    "smaller than the paper's": "inconclusive, and the interval excludes the paper's own difference: "
+                                "the effect is smaller than the paper's, the claim's bound cannot be told apart",
+    "larger than the paper's": "inconclusive, and the whole interval lies above the paper's own difference",
+    "underpowered": "inconclusive, and the interval holds both the bound and the paper's difference "
+                    "(or the paper prints no number): too few units to tell",
+    "not decided": "it rests on a FastICA fit that stopped at its iteration cap: no verdict, not counted",
+}
+
+
+def outcome(verdict: str, low, high, paper, ica_converged) -> str:
+    """The headline's word for one counted claim (:data:`OUTCOMES`): its verdict, with
+    "inconclusive" split by whether the interval excludes the paper's own number for the same
+    difference (``paper``, in the estimate's units), and "not decided" where the verdict rests
+    on an unconverged FastICA fit (``ica_converged`` False), whatever its interval says."""
+    if ica_converged is False:
+        return "not decided"
+    if verdict in ("holds", "fails"):
+        return verdict
+    if _missing(paper) or isinstance(paper, str) or _missing(low) or _missing(high):
+        return "underpowered"
+    if float(paper) > float(high):
+        return "smaller than the paper's"
+    if float(paper) < float(low):
+        return "larger than the paper's"
+    return "underpowered"
 
 
 def claims_table(results: dict[str, dict | None]) -> pd.DataFrame:
@@ -109,21 +141,27 @@ def claims_table(results: dict[str, dict | None]) -> pd.DataFrame:
                              "test": entry.test if entry else None, "margin": entry.margin if entry else None,
                              "mde": minimum_detectable_effect(rec["low"], rec["high"], rec.get("n"), rec.get("method")),
                              "ica_converged": rec.get("ica_converged"),
-                             "section": rec["section"], "profile": res.get("profile", "?"), "verdict_fdr": None})
+                             "section": rec["section"], "profile": res.get("profile", "?"),
+                             "outcome": (outcome(rec["verdict"], rec["low"], rec["high"], rec.get("paper"),
+                                                 rec.get("ica_converged")) if entry and entry.counts_as_paper_claim
+                                         else None),
+                             "verdict_fdr": None})
     out = pd.DataFrame(rows, columns=CLAIM_COLUMNS)
+    out["outcome"] = out["outcome"].astype(object).where(out["outcome"].notna(), None)
     return with_fdr_verdicts(out)
 
 
 def with_fdr_verdicts(claims: pd.DataFrame) -> pd.DataFrame:
     """``claims`` with ``verdict_fdr``: each counted claim's verdict when the false discovery
-    rate is controlled across all counted claims at 5% (Benjamini-Hochberg,
-    :func:`nearid.verdicts.fdr_verdicts`), None for rows not counted. Forty-odd claims each
-    tested at 95% hold or fail by chance a few times; this column does not count those."""
+    rate is controlled across all counted, decided claims at 5% (Benjamini-Hochberg,
+    :func:`nearid.verdicts.fdr_verdicts`), None for rows not counted and for claims "not
+    decided" (:func:`outcome`), which are not in the family. Forty-odd claims each tested at
+    95% hold or fail by chance a few times; this column does not count those."""
     from nearid.claims import COUNTED_KINDS
     from nearid.verdicts import fdr_verdicts
 
     out = claims.copy()
-    counted = out.index[out["kind"].isin(COUNTED_KINDS)]
+    counted = out.index[out["kind"].isin(COUNTED_KINDS) & (out["outcome"] != "not decided")]
     records = {i: {k: out.at[i, k] for k in ("low", "high", "n", "method", "test", "margin")} for i in counted}
     for k, rec in records.items():  # pandas gives NaN and numpy numbers: back to plain values
         rec["n"] = None if pd.isna(rec["n"]) else int(rec["n"])
@@ -224,7 +262,7 @@ def _n_cell(r) -> str:
     if r.retraining == "not resampled":
         flags.append("one training")
     if r.ica_converged is False:
-        flags.append("FastICA unconverged")
+        flags.append("FastICA unconverged: not decided")
     return f"{int(r.n)}" + (f" ({', '.join(flags)})" if flags else "")
 
 
@@ -328,9 +366,9 @@ def statements(claims: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------- verdicts as the page shows them
-VERDICT_GLYPHS = {"holds": "✓", "inconclusive": "?", "fails": "✗"}
+VERDICT_GLYPHS = {"holds": "✓", "inconclusive": "?", "fails": "✗", "not decided": "○"}
 # Okabe & Ito's colour-blind-safe palette: bluish green, grey, vermillion (black text reads on each).
-VERDICT_COLORS = {"holds": "#009E73", "inconclusive": "#BBBBBB", "fails": "#D55E00"}
+VERDICT_COLORS = {"holds": "#009E73", "inconclusive": "#BBBBBB", "fails": "#D55E00", "not decided": "#FFFFFF"}
 
 
 def verdict_chip(verdict: str) -> str:
@@ -372,6 +410,12 @@ def _table(caption: str, name: str, header: str, align: str, lines: list[str]) -
     return f":::{{table}} {caption}\n:name: {name}\n\n{header}\n{align}\n" + "\n".join(lines) + "\n:::"
 
 
+def shown_verdict(r) -> str:
+    """The verdict a row shows: "not decided" for a counted claim on an unconverged fit
+    (:func:`outcome`), else its verdict."""
+    return "not decided" if getattr(r, "outcome", None) == "not decided" else r.verdict
+
+
 def _claims_lines(claims: pd.DataFrame, stmts: pd.DataFrame) -> list[str]:
     """One table line per statement, in two columns so a phone shows both: the verdict, and
     the statement with its numbers under it. A folded statement shows one chip per subject
@@ -383,11 +427,11 @@ def _claims_lines(claims: pd.DataFrame, stmts: pd.DataFrame) -> list[str]:
         rs = [claims.iloc[i] for i in s.rows]
         text = f"{rs[0].chapter[:2]} · {_escape(s.text)}"
         if s.facets:
-            verdict = " ".join(verdict_chip(r.verdict) for r in rs)
-            numbers = "<br>".join(f"{verdict_cell(r.verdict, r.section, f)}: {numbers_text(r)}"
+            verdict = " ".join(verdict_chip(shown_verdict(r)) for r in rs)
+            numbers = "<br>".join(f"{verdict_cell(shown_verdict(r), r.section, f)}: {numbers_text(r)}"
                                   for r, f in zip(rs, s.facets))
         else:
-            verdict = verdict_cell(rs[0].verdict, rs[0].section)
+            verdict = verdict_cell(shown_verdict(rs[0]), rs[0].section)
             numbers = numbers_text(rs[0])
         lines.append(f"| {verdict} | {text}<br>{small}{numbers}</span> |")
     return lines
@@ -396,15 +440,17 @@ def _claims_lines(claims: pd.DataFrame, stmts: pd.DataFrame) -> list[str]:
 def _detail_lines(claims: pd.DataFrame, stmts: pd.DataFrame) -> list[str]:
     """One line per claim, folded ones unfolded, in the order of ``stmts``: its chip, its id
     in the registry, how its interval is read, its MDE (rounded as its interval), n, and its
-    verdict under false discovery rate control (counted claims only)."""
+    verdict under false discovery rate control and its outcome (:func:`outcome`; counted
+    claims only)."""
     lines = []
     for s in stmts.itertuples():
         for i in s.rows:
             r = claims.iloc[i]
             d = interval_decimals(r.low, r.high)
             fdr = "" if r.verdict_fdr is None else verdict_chip(r.verdict_fdr)
+            said = "" if _missing(r.outcome) else r.outcome
             lines.append(f"| {verdict_chip(r.verdict)} | `{r.claim_id}` | {test_mark(r.test, r.margin)} | "
-                         f"{format_at(r.mde, d)} | {_n_cell(r)} | {fdr} |")
+                         f"{format_at(r.mde, d)} | {_n_cell(r)} | {fdr} | {said} |")
     return lines
 
 
@@ -430,40 +476,58 @@ def to_markdown(claims: pd.DataFrame) -> str:
         blocks.append(_table(f"{title}: {said}.", f"tbl-07-{kind.replace('_', '-')}",
                              "| verdict | claim, ours [95% interval], the paper's number |", "| :-- | :-- |",
                              _claims_lines(claims, sub)))
-        detail = _table(f"{title}: the test, MDE and n of each row, and its verdict with the false discovery "
-                        "rate controlled across the counted claims (BH).", f"tbl-07-{kind.replace('_', '-')}-detail",
-                        "| | claim (registry id) | test | MDE | n | BH |", "| :-- | :-- | :-- | --: | :-- | :-- |",
+        detail = _table(f"{title}: the test, MDE and n of each row, its verdict with the false discovery "
+                        "rate controlled across the counted claims (BH) and its outcome in the headline.", f"tbl-07-{kind.replace('_', '-')}-detail",
+                        "| | claim (registry id) | test | MDE | n | BH | outcome |",
+                        "| :-- | :-- | :-- | --: | :-- | :-- | :-- |",
                         _detail_lines(claims, sub))
-        blocks.append(f"::::{{dropdown}} Test, MDE, n and BH verdict of each row\n{detail}\n::::")
+        blocks.append(f"::::{{dropdown}} Test, MDE, n, BH verdict and outcome of each row\n{detail}\n::::")
     return "\n\n".join(blocks)
 
 
 def chapter_tallies(claims: pd.DataFrame) -> pd.DataFrame:
-    """Per chapter: how many of the paper's claims hold, are inconclusive, fail (the counted
-    kinds, :func:`paper_claims`), and how many other rows it decides (ties, checks of the
-    method, hypotheses); a last row "all" sums them."""
+    """Per chapter: the paper's claims (the counted kinds, :func:`paper_claims`) by outcome
+    (:data:`OUTCOMES`; an outcome no chapter has is left out), and how many other rows it
+    decides (ties, aggregates, checks of the method, hypotheses); a last row "all" sums them."""
     counted = paper_claims(claims)
+    present = [o for o in OUTCOMES if (counted["outcome"] == o).any()] or list(VERDICT_ORDER)
     rows = []
     for chapter in dict.fromkeys(claims["chapter"]):
         mine = counted[counted["chapter"] == chapter]
-        rows.append({"chapter": chapter, **verdict_counts(mine),
+        rows.append({"chapter": chapter, **{o: int((mine["outcome"] == o).sum()) for o in present},
                      "other": int((claims["chapter"] == chapter).sum() - len(mine))})
-    out = pd.DataFrame(rows, columns=["chapter", *VERDICT_ORDER, "other"])
-    total = {"chapter": "all", **{c: int(out[c].sum()) for c in [*VERDICT_ORDER, "other"]}}
+    out = pd.DataFrame(rows, columns=["chapter", *present, "other"])
+    total = {"chapter": "all", **{c: int(out[c].sum()) for c in [*present, "other"]}}
     return pd.concat([out, pd.DataFrame([total])], ignore_index=True)
 
 
+OUTCOME_VERDICT = {"holds": "holds", "fails": "fails", "smaller than the paper's": "inconclusive",
+                   "larger than the paper's": "inconclusive", "underpowered": "inconclusive",
+                   "not decided": "not decided"}
+
+
 def tallies_markdown(tallies: pd.DataFrame) -> str:
-    """:func:`chapter_tallies` as a captioned MyST table, the verdict columns headed by their chips."""
-    head = " | ".join(verdict_chip(v) for v in VERDICT_ORDER)
+    """:func:`chapter_tallies` as a captioned MyST table, each outcome column headed by its
+    verdict's chip and its name."""
+    outcomes = [c for c in tallies.columns if c not in ("chapter", "other")]
+    head = " | ".join(f"{verdict_chip(OUTCOME_VERDICT.get(o, o))} {o}" for o in outcomes)
     lines = []
-    for r in tallies.itertuples():
-        name = "**all**" if r.chapter == "all" else chapter_title(r.chapter)
-        cells = [f"**{getattr(r, v)}**" if r.chapter == "all" else str(getattr(r, v)) for v in VERDICT_ORDER]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {r.other} |")
-    caption = ("The paper's claims per chapter that hold (✓), are inconclusive (?) and fail (✗); \"other\": "
-               "ties, checks of our method and our hypotheses, not counted.")
-    return _table(caption, "tbl-07-tallies", f"| chapter | {head} | other |", "| :-- | --: | --: | --: | --: |", lines)
+    for r in tallies.to_dict(orient="records"):
+        name = "**all**" if r["chapter"] == "all" else chapter_title(r["chapter"])
+        cells = [f"**{r[o]}**" if r["chapter"] == "all" else str(r[o]) for o in outcomes]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {r['other']} |")
+    caption = ("The paper's claims per chapter by outcome: hold, fail, inconclusive with an effect smaller than "
+               "the paper's (the interval excludes the paper's difference), inconclusive for want of units "
+               "(underpowered), not decided (an unconverged FastICA fit); \"other\": ties, aggregates of rows "
+               "counted on their own, checks of our method and our hypotheses, not counted.")
+    align = "| :-- | " + " | ".join("--:" for _ in outcomes) + " | --: |"
+    return _table(caption, "tbl-07-tallies", f"| chapter | {head} | other |", align, lines)
+
+
+def outcome_counts(claims: pd.DataFrame) -> dict[str, int]:
+    """How many counted claims have each outcome (:data:`OUTCOMES`, every one, zeros included)."""
+    counts = claims["outcome"].value_counts()
+    return {o: int(counts.get(o, 0)) for o in OUTCOMES}
 
 
 def verdict_counts(claims: pd.DataFrame, column: str = "verdict") -> dict[str, int]:

@@ -21,6 +21,7 @@ VERDICT_MARKERS = {"holds": "o", "inconclusive": "D", "fails": "X"}
 _GAP_IN = 0.14  # between the subjects of one statement
 _GAP_OUT = 0.55  # between statements
 _ROW = 2.5  # a chapter's row: the tiles, the paper's reference under them, a gap
+SHOWN = (*VERDICT_ORDER, "not decided")  # a counted claim on an unconverged fit: no verdict shown
 
 
 def _ref_label(ref: str | None) -> str | None:
@@ -47,7 +48,9 @@ def claim_tiles(claims: pd.DataFrame) -> pd.DataFrame:
         for j, i in enumerate(s.rows):
             if j:
                 x += _GAP_IN
-            rows.append({"group": group, "chapter": s.chapter, "x": x, "verdict": claims["verdict"].iat[i],
+            shown = ("not decided" if group == "counted" and claims["outcome"].iat[i] == "not decided"
+                     else claims["verdict"].iat[i])  # an unconverged fit's verdict is not shown as one
+            rows.append({"group": group, "chapter": s.chapter, "x": x, "verdict": shown,
                          "ref": s.ref if isinstance(s.ref, str) else None, "statement": k,
                          "claim_id": claims["claim_id"].iat[i]})
             x += 1.0
@@ -107,25 +110,26 @@ def plot_claims_map(claims: pd.DataFrame, *, width: float = 6.4):
             if g == "counted":
                 ax.text(-0.6, y + 0.5, scorecard.chapter_title(chapter), ha="right", va="center", fontsize=9,
                         clip_on=False)
-                counts = scorecard.verdict_counts(counted[counted.chapter == chapter])
-                tally = "  ".join(f"{counts[v]}{VERDICT_GLYPHS[v]}" for v in VERDICT_ORDER if counts[v])
+                counts = counted[counted.chapter == chapter]["verdict"].value_counts()
+                tally = "  ".join(f"{counts[v]}{VERDICT_GLYPHS[v]}" for v in SHOWN if counts.get(v, 0))
                 ax.text(-0.6, y + 1.2, tally or "no claim of the paper", ha="right", va="top", fontsize=7.5,
                         color="0.3", clip_on=False)
             if mine.empty:
                 ax.text(0.1, y + 0.5, "–", va="center", fontsize=8, color="0.5")
                 continue
             for t in mine.itertuples():
-                ax.add_patch(Rectangle((t.x, y), 1.0, 1.0, facecolor=VERDICT_COLORS[t.verdict], edgecolor="white",
-                                       linewidth=0.8))
+                ax.add_patch(Rectangle((t.x, y), 1.0, 1.0, facecolor=VERDICT_COLORS[t.verdict],
+                                       edgecolor="0.55" if t.verdict == "not decided" else "white", linewidth=0.8))
                 ax.text(t.x + 0.5, y + 0.53, VERDICT_GLYPHS[t.verdict], ha="center", va="center", fontsize=glyph_pt,
                         fontweight="bold", color="black")
             for lo, hi, label in _ref_runs(mine):
                 if hi - lo > 1.5:  # a bracket under a run of tiles citing one table
                     ax.plot([lo + 0.1, hi - 0.1], [y + 1.12, y + 1.12], color="0.6", lw=0.7)
                 ax.text((lo + hi) / 2, y + 1.18, label, ha="center", va="top", fontsize=7.5, color="0.3")
-    handles = [Patch(facecolor=VERDICT_COLORS[v], edgecolor="white", label=f"{VERDICT_GLYPHS[v]}  {v}")
-               for v in VERDICT_ORDER]
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(label_in / width, 1.0), ncol=3, frameon=False,
+    handles = [Patch(facecolor=VERDICT_COLORS[v], edgecolor="0.55" if v == "not decided" else "white",
+                     label=f"{VERDICT_GLYPHS[v]}  {v}")
+               for v in SHOWN if v in VERDICT_ORDER or (tiles.verdict == v).any()]
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(label_in / width, 1.0), ncol=len(handles), frameon=False,
                fontsize=9, handlelength=1.1, handleheight=1.1, columnspacing=1.4, borderaxespad=0.1)
     return fig
 
