@@ -177,6 +177,28 @@ results.save(results_path, {
 # %% tags=["remove-input"]
 display(Markdown(scorecard.units_markdown(claims)))
 
+# %% tags=["remove-cell"]
+powered = counted[counted.units_needed.notna()]
+glue("n_power", len(powered))
+glue("n_power_short", int((powered.n < powered.units_needed).sum()))
+glue("power_most", f"{int(powered.units_needed.max()):,}" if len(powered) else "–")
+
+# %% [markdown]
+# ### How many units the paper's effect would need
+#
+# A minimum number of units should come from a power calculation, not from the budget of the
+# run. For each of the {glue:text}`n_power` counted claims where the paper prints the
+# difference it tests (not a tie), the table gives the units its interval rests on and the
+# number it would need to detect the paper's own difference beyond the claim's bound with
+# 80% power at the spread we measured (Student's t for seeds and replicates, the normal for a
+# bootstrap). {glue:text}`n_power_short` of them rest on fewer units than that; the largest
+# need is {glue:text}`power_most`. Where we measure a much smaller spread than the paper's
+# effect, two or three units suffice; where our effect is near zero and noisy, no affordable
+# number would.
+
+# %% tags=["remove-input"]
+display(Markdown(scorecard.power_markdown(counted)))
+
 # %% [markdown]
 # ## How the protocols changed
 #

@@ -239,6 +239,29 @@ def minimum_detectable_effect(low: float, high: float, n: int | None, method: st
     return float((crit + dist.ppf(power)) * se)
 
 
+def units_for_power(low: float, high: float, n: int | None, method: str | None, effect: float,
+                    confidence: float = CONFIDENCE, power: float = 0.80, most: int = 10_000) -> float:
+    """How many units (seeds, replicates, rows: what the interval resamples) a design needs to
+    detect a true difference of ``effect`` beyond the claim's bound with probability ``power``,
+    at the spread the observed interval shows: the power calculation behind a minimum n.
+
+    The interval's half-width gives the standard error at the observed n, hence the spread of
+    one unit, sd = SE * sqrt(n); the answer is the smallest n' >= 2 with
+    (c_(1-alpha/2) + c_power) * sd / sqrt(n') <= |effect|, c from Student's t with n' - 1
+    degrees of freedom for a t interval, from the normal for a bootstrap one. NaN where there
+    is no finite interval or no effect to detect; ``most`` + 1 when even ``most`` units would
+    not do (an effect far inside the noise)."""
+    se, _ = _standard_error(low, high, n, method, confidence)
+    if se is None or not np.isfinite(effect) or effect == 0:
+        return float("nan")
+    sd, alpha = se * np.sqrt(n), 1 - confidence
+    for m in range(2, most + 1):
+        dist = stats.t(df=m - 1) if method == "t" else stats.norm()
+        if (dist.ppf(1 - alpha / 2) + dist.ppf(power)) * sd / np.sqrt(m) <= abs(effect):
+            return float(m)
+    return float(most + 1)
+
+
 def _standard_error(low: float, high: float, n: int | None, method: str | None,
                     confidence: float = CONFIDENCE):
     """(SE, sampling distribution) read off a recorded interval, as in

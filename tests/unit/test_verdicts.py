@@ -215,3 +215,25 @@ def test_bootstrap_decides_nothing_from_two_units_or_a_statistic_resampling_cann
     assert fixed.verdict == "inconclusive" and fixed.estimate == 0.5
     three = bootstrap_statistic(np.mean, np.array([1.0, 2.0, 4.0]))
     assert np.isfinite(three.low) and three.verdict == "holds"
+
+
+def test_units_for_power_is_the_n_whose_minimum_detectable_effect_reaches_the_effect():
+    """The power calculation inverts the MDE: at the n it returns, the MDE (same spread per
+    unit) is at most the effect, and at one unit fewer it is above it."""
+    from nearid.verdicts import minimum_detectable_effect, units_for_power
+
+    for method in ("t", "bootstrap"):
+        low, high, n = -0.1, 0.3, 5   # an interval over 5 units
+        need = units_for_power(low, high, n, method, effect=0.15)
+        dist = stats.t(df=n - 1) if method == "t" else stats.norm()
+        sd = (high - low) / (2 * dist.ppf(0.975)) * np.sqrt(n)
+
+        def mde(m):
+            d = stats.t(df=m - 1) if method == "t" else stats.norm()
+            half = d.ppf(0.975) * sd / np.sqrt(m)
+            return minimum_detectable_effect(-half, half, m, method)
+
+        assert need > n and mde(int(need)) <= 0.15 < mde(int(need) - 1)
+    assert np.isnan(units_for_power(-np.inf, np.inf, 3, "t", 0.1)), "no interval, no calculation"
+    assert np.isnan(units_for_power(-0.1, 0.1, 3, "t", 0.0)), "no effect to detect"
+    assert units_for_power(-1.0, 1.0, 3, "t", 1e-6, most=50) == 51, "an effect far inside the noise"

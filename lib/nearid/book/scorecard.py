@@ -78,7 +78,7 @@ def missing_text(results: dict[str, dict | None], other: dict[str, str], profile
 
 CLAIM_COLUMNS = ["chapter", "claim_id", "claim", "kind", "paper", "ours", "low", "high", "verdict", "method", "n",
                  "unit", "min_n", "retraining", "test", "margin", "mde", "ica_converged", "section", "profile",
-                 "outcome", "verdict_fdr"]
+                 "outcome", "units_needed", "verdict_fdr"]
 
 # What a counted claim's interval says, in the headline's words (issue 35): the raw verdict
 # split where "inconclusive" hides two different findings, and a verdict that rests on an
@@ -145,10 +145,39 @@ def claims_table(results: dict[str, dict | None]) -> pd.DataFrame:
                              "outcome": (outcome(rec["verdict"], rec["low"], rec["high"], rec.get("paper"),
                                                  rec.get("ica_converged")) if entry and entry.counts_as_paper_claim
                                          else None),
+                             "units_needed": (_units_needed(rec, entry) if entry and entry.counts_as_paper_claim
+                                              else float("nan")),
                              "verdict_fdr": None})
     out = pd.DataFrame(rows, columns=CLAIM_COLUMNS)
     out["outcome"] = out["outcome"].astype(object).where(out["outcome"].notna(), None)
     return with_fdr_verdicts(out)
+
+
+def _units_needed(rec: dict, entry) -> float:
+    """Units needed to detect the paper's own difference beyond the claim's bound with 80%
+    power (:func:`nearid.verdicts.units_for_power`): the power calculation a minimum n should
+    come from. NaN where the paper prints no number or the test is equivalence (a tie)."""
+    from nearid.verdicts import units_for_power
+
+    paper = rec.get("paper")
+    if entry.test == "equivalence" or _missing(paper) or isinstance(paper, str):
+        return float("nan")
+    bound = -entry.margin if entry.test == "non_inferiority" else entry.margin
+    return units_for_power(rec["low"], rec["high"], rec.get("n"), rec.get("method"), float(paper) - bound)
+
+
+def power_markdown(claims: pd.DataFrame) -> str:
+    """The counted claims with a power calculation, as a MyST table: the units each interval
+    rests on, and how many it would need to detect the paper's own difference with 80% power
+    at the spread we measured."""
+    rows = claims[claims["units_needed"].notna()]
+    lines = ["| claim | units | n now | n for the paper's effect |", "| --- | --- | --: | --: |"]
+    for r in rows.itertuples():
+        need = int(r.units_needed)
+        shown = f"more than {need - 1:,}" if need > 10_000 else f"{need:,}"
+        lines.append(f"| `{r.claim_id}` ({chapter_title(r.chapter)}) | {str(r.unit).replace('|', '/')} | "
+                     f"{int(r.n)} | {shown} |")
+    return "\n".join(lines)
 
 
 def with_fdr_verdicts(claims: pd.DataFrame) -> pd.DataFrame:
