@@ -37,6 +37,9 @@ from nearid.constraints import Options, validate_params
 VERDICTS = ("holds", "fails", "inconclusive")
 CONFIDENCE = 0.95
 N_BOOT = 2000
+# intervals built from Student's t over few units (a mean; Fieller's ratio of two means): the
+# MDE, p-values and power calculations read them with t quantiles, the others with normal ones
+T_METHODS = ("t", "fieller")
 
 
 @dataclass(frozen=True)
@@ -233,7 +236,7 @@ def minimum_detectable_effect(low: float, high: float, n: int | None, method: st
     if not (np.isfinite(low) and np.isfinite(high)):
         return float("inf")
     alpha = 1 - confidence
-    dist = stats.t(df=n - 1) if method == "t" else stats.norm()
+    dist = stats.t(df=n - 1) if method in T_METHODS else stats.norm()
     crit = float(dist.ppf(1 - alpha / 2))
     se = (high - low) / (2 * crit)
     return float((crit + dist.ppf(power)) * se)
@@ -256,7 +259,7 @@ def units_for_power(low: float, high: float, n: int | None, method: str | None, 
         return float("nan")
     sd, alpha = se * np.sqrt(n), 1 - confidence
     for m in range(2, most + 1):
-        dist = stats.t(df=m - 1) if method == "t" else stats.norm()
+        dist = stats.t(df=m - 1) if method in T_METHODS else stats.norm()
         if (dist.ppf(1 - alpha / 2) + dist.ppf(power)) * sd / np.sqrt(m) <= abs(effect):
             return float(m)
     return float(most + 1)
@@ -269,7 +272,7 @@ def _standard_error(low: float, high: float, n: int | None, method: str | None,
     if (n is None or n < 2 or low is None or high is None
             or not (np.isfinite(low) and np.isfinite(high)) or high <= low):
         return None, None
-    dist = stats.t(df=n - 1) if method == "t" else stats.norm()
+    dist = stats.t(df=n - 1) if method in T_METHODS else stats.norm()
     return (high - low) / (2 * float(dist.ppf(1 - (1 - confidence) / 2))), dist
 
 
