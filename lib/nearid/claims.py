@@ -88,7 +88,8 @@ def _entry(raw: dict, where: str) -> Claim:
     for name, allowed in (("kind", KINDS), ("test", TESTS), ("retraining", RETRAINING)):
         if raw[name] not in allowed:
             raise ValueError(f"{where}: {name} {raw[name]!r}; valid: {', '.join(allowed)}")
-    if raw["kind"] in ("paper_claim", "paper_number", "paper_tie", "paper_aggregate") and not (raw.get("paper") or {}).get("where"):
+    paper_kinds = ("paper_claim", "paper_number", "paper_tie", "paper_aggregate")
+    if raw["kind"] in paper_kinds and not (raw.get("paper") or {}).get("where"):
         raise ValueError(f"{where}: a {raw['kind']} names where the paper says it (paper.where)")
     def lines(items, what: str) -> None:  # "- key: value" in YAML is a mapping, not a line of text
         bad = [item for item in items or () if not isinstance(item, str)]

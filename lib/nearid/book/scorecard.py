@@ -506,7 +506,8 @@ def to_markdown(claims: pd.DataFrame) -> str:
                              "| verdict | claim, ours [95% interval], the paper's number |", "| :-- | :-- |",
                              _claims_lines(claims, sub)))
         detail = _table(f"{title}: the test, MDE and n of each row, its verdict with the false discovery "
-                        "rate controlled across the counted claims (BH) and its outcome in the headline.", f"tbl-07-{kind.replace('_', '-')}-detail",
+                        "rate controlled across the counted claims (BH) and its outcome in the headline.",
+                        f"tbl-07-{kind.replace('_', '-')}-detail",
                         "| | claim (registry id) | test | MDE | n | BH | outcome |",
                         "| :-- | :-- | :-- | --: | :-- | :-- | :-- |",
                         _detail_lines(claims, sub))

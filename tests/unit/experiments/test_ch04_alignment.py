@@ -410,7 +410,8 @@ def test_the_language_pairs_middle_layer_is_its_layer_by_layer_entry_bit_for_bit
 
 def test_evaluation_plan_prices_every_compare_pair_at_each_pairs_shape(tmp_path):
     """Full: 21 pair replicates (4 trained pairs x 5, the packaged encoders once) + 5 pairs x 5
-    grid settings + 4 paper pairs x 4 trend fractions = 62 compare_pair calls, one kind per embedding shape; the invariance exercise's 3 versions
+    grid settings + 4 paper pairs x 4 trend fractions = 62 compare_pair calls, one kind per
+    embedding shape; the invariance exercise's 3 versions
     of A, each up to FastICA's 1,000 iterations; the language pair's layer maps."""
     import inspect
 
