@@ -275,10 +275,11 @@ def test_plan_is_one_mae_task_per_replicate_and_budget_and_dry_run_cuts_them():
     tasks = ch06_cell_microscopy.plan(P)
     # the chapter's own budget first, once per independently trained replicate, then the
     # first seed's MAE at the other budgets of the scale trend
-    assert [(t.kwargs["mae"]["epochs"], t.kwargs["seed"]) for t in tasks] == [(12, 0), (12, 1), (12, 2), (3, 0), (6, 0)]
+    assert [(t.kwargs["mae"]["epochs"], t.kwargs["seed"]) for t in tasks] == [
+        (12, 0), (12, 1), (12, 2), (12, 3), (12, 4), (3, 0), (6, 0)]
     assert len({t.kwargs["simulator"]["seed"] for t in tasks}) == 1  # one simulated screen
-    reps, trend = ch06_cell_microscopy.split_runs(tasks, [{"i": i} for i in range(5)], seed=P.seed, epochs=12)
-    assert reps == [{"i": 0}, {"i": 1}, {"i": 2}] and trend == {12: {"i": 0}, 3: {"i": 3}, 6: {"i": 4}}
+    reps, trend = ch06_cell_microscopy.split_runs(tasks, [{"i": i} for i in range(7)], seed=P.seed, epochs=12)
+    assert reps == [{"i": i} for i in range(5)] and trend == {12: {"i": 0}, 3: {"i": 5}, 6: {"i": 6}}
     task = tasks[0]
     assert isinstance(task, Task) and task.kind == "mae" and task.gpu
     assert task.kwargs["max_steps"] is None
@@ -375,13 +376,13 @@ def test_replicate_verdicts_put_the_interval_over_trained_maes():
 
 
 def test_evaluation_plan_prices_every_lightgbm_scoring_at_the_chapters_shape():
-    """Full: 15 guides x (4 feature sets x (3 replicates + 3 trend budgets) + 3 whitened sets x
-    7 grid points) = 675 scorings of 4 LightGBM fits: the 2,700 fits planning.py's table counts."""
+    """Full: 15 guides x (4 feature sets x (5 replicates + 3 trend budgets) + 3 whitened sets x
+    7 grid points) = 795 scorings of 4 LightGBM fits: the 3,180 fits planning.py's table counts."""
     from nearid import planning
 
     full = resolve("06", "full")
     (task,) = ch06_cell_microscopy.evaluation_plan(full)
-    assert task.steps == 675 and task.steps * full.n_splits == 2700 and planning.takes_max_steps(task)
+    assert task.steps == 795 and task.steps * full.n_splits == 3180 and planning.takes_max_steps(task)
     assert task.kwargs["n_features"] == full.embed_dim and task.kwargs["n_estimators"] == full.n_estimators
     (dry,) = ch06_cell_microscopy.evaluation_plan(resolve("06", "full", {"dry_run": True}))
     assert dry.kwargs["n_estimators"] == ch06_cell_microscopy.DRY_RUN_TREES
