@@ -86,11 +86,11 @@ chapter work in the chapter's own cells at ``full``                    cost on t
         there, ``evaluate``); the cells score 3 code sets (10,000 x    0.94 s + exercise AEs +
         12) for the rotation exercise, render the traversals and       traversals: about 6 s
         train two small AEs (exercise)
-06      ``evaluate``: LightGBM (300 trees, one thread) per guide x     ``evaluation_plan``: 675
+06      ``evaluate``: LightGBM (300 trees, one thread) per guide x     ``evaluation_plan``: 795
         fold x feature set, 15 x 4 x 4 = 240 fits on about 2,500 x     scorings x 3.4 s (4 fits
-        192 wells, for each of 3 MAE replicates and again for each of  each) = 38 min at load
+        192 wells, for each of 5 MAE replicates and again for each of  each) = 45 min at load
         the 3 training budgets of the scale trend; ``component_sweep`` 1.5, the largest of the
-        7 k x 3 whitened sets x 60 fits: 2,700 fits in all            book
+        7 k x 3 whitened sets x 60 fits: 3,180 fits in all            book
 ======= ============================================================== ===========================
 
 Estimates come from the machine it runs on, under its current load. A chapter without
