@@ -221,6 +221,9 @@ def test_the_headline_counts_outcomes_and_leaves_aggregates_and_unconverged_fits
     counted = scorecard.paper_claims(claims.reset_index())
     assert scorecard.outcome_counts(counted) == {"holds": 1, "fails": 1, "smaller than the paper's": 0,
                                                  "larger than the paper's": 0, "underpowered": 1, "not decided": 1}
+    power = scorecard.power_markdown(counted)
+    assert power.splitlines()[0] == "| claim | n now | n for the paper's effect |"
+    assert "`ica_vs_ae_infom_falcor3d` (05 disentanglement) | 5 |" in power, "a claim the paper prints a number for"
     tiles = summary_figures.claim_tiles(claims.reset_index()).set_index("claim_id")
     assert tiles.loc["ica_vs_ae_infom_mpi3d", "verdict"] == "not decided"
     assert tiles.loc["ica_vs_ae_infom_aggregated", "group"] == "other"
