@@ -184,7 +184,7 @@ glue("n_power_short", int((powered.n < powered.units_needed).sum()))
 glue("power_most", f"{int(powered.units_needed.max()):,}" if len(powered) else "–")
 
 # %% [markdown]
-# ### How many units the paper's effect would need
+# ## How many units the paper's effect would need
 #
 # A minimum number of units should come from a power calculation, not from the budget of the
 # run. For each of the {glue:text}`n_power` counted claims where the paper prints the
