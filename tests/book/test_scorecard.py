@@ -185,6 +185,7 @@ def test_chapter_tallies_count_the_papers_claims_per_chapter():
     assert got["02_isometric_dgp"] == {"holds": 0, "fails": 0, "underpowered": 0, "other": 1}
     assert got["all"] == {"holds": 2, "fails": 1, "underpowered": 2, "other": 2}
     md = scorecard.tallies_markdown(tallies)
+    assert "few units |" in md and "underpowered |" not in md, "short column heads; the caption explains them"
     assert "| 05 disentanglement | 2 | 1 | 1 | 1 |" in md and "| **all** | **2** | **1** | **2** | 2 |" in md
 
 

@@ -422,8 +422,9 @@ def numbers_text(r) -> str:
 
 
 def legend_markdown() -> str:
-    """One line that says what the chips mean."""
-    return " · ".join(f"{verdict_chip(v)} {v}" for v in VERDICT_ORDER)
+    """One line that says what the chips mean (a counted claim on an unconverged fit shows
+    "not decided")."""
+    return " · ".join(f"{verdict_chip(v)} {v}" for v in (*VERDICT_ORDER, "not decided"))
 
 
 def _nowrap(text: str) -> str:
@@ -531,6 +532,9 @@ def chapter_tallies(claims: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([out, pd.DataFrame([total])], ignore_index=True)
 
 
+# the tally table's column heads, short enough for a phone (the caption says what each means)
+OUTCOME_SHORT = {"smaller than the paper's": "smaller", "larger than the paper's": "larger",
+                 "underpowered": "few units", "not decided": "undecided"}
 OUTCOME_VERDICT = {"holds": "holds", "fails": "fails", "smaller than the paper's": "inconclusive",
                    "larger than the paper's": "inconclusive", "underpowered": "inconclusive",
                    "not decided": "not decided"}
@@ -540,16 +544,17 @@ def tallies_markdown(tallies: pd.DataFrame) -> str:
     """:func:`chapter_tallies` as a captioned MyST table, each outcome column headed by its
     verdict's chip and its name."""
     outcomes = [c for c in tallies.columns if c not in ("chapter", "other")]
-    head = " | ".join(f"{verdict_chip(OUTCOME_VERDICT.get(o, o))} {o}" for o in outcomes)
+    head = " | ".join(f"{verdict_chip(OUTCOME_VERDICT.get(o, o))} {OUTCOME_SHORT.get(o, o)}" for o in outcomes)
     lines = []
     for r in tallies.to_dict(orient="records"):
         name = "**all**" if r["chapter"] == "all" else chapter_title(r["chapter"])
         cells = [f"**{r[o]}**" if r["chapter"] == "all" else str(r[o]) for o in outcomes]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {r['other']} |")
-    caption = ("The paper's claims per chapter by outcome: hold, fail, inconclusive with an effect smaller than "
-               "the paper's (the interval excludes the paper's difference), inconclusive for want of units "
-               "(underpowered), not decided (an unconverged FastICA fit); \"other\": ties, aggregates of rows "
-               "counted on their own, checks of our method and our hypotheses, not counted.")
+    caption = ("The paper's claims per chapter by outcome: hold, fail, \"smaller\": inconclusive with an effect "
+               "smaller than the paper's (the interval excludes the paper's difference), \"few units\": "
+               "inconclusive otherwise (underpowered), \"undecided\": not decided (an unconverged FastICA fit); "
+               "\"other\": ties, aggregates of rows counted on their own, checks of our method and our hypotheses, "
+               "not counted.")
     align = "| :-- | " + " | ".join("--:" for _ in outcomes) + " | --: |"
     return _table(caption, "tbl-07-tallies", f"| chapter | {head} | other |", align, lines)
 
