@@ -26,7 +26,7 @@ def test_chapter_06_smoke(tmp_path):
     assert all(0.25 <= v <= 1.0 for v in res["table4_share"].values())
     assert res["data"] == "simulated" and res["dry_run"] is False
     assert 0.0 <= res["truth"]["concentration"] <= 1.0
-    # the declared rule chose the number of components, not "all of them"
+    # the declared number of components, capped by the control wells' rows
     k = res["n_components"]["pca"]
     assert res["n_components"]["pca_ica"] == res["n_components"]["pca_rand"] == k
     assert 1 <= k <= 30 // res["params"]["rows_per_component"]
@@ -52,7 +52,9 @@ def test_chapter_06_smoke(tmp_path):
 
 
 def test_component_rule_parameter():
-    assert profiles.resolve("06", "quick")["ica_components"] == 0.95
+    # a fixed number, a quarter of the embedding's width (issue 35; the 0.95 rule kept 4 of 64)
+    assert profiles.resolve("06", "quick")["ica_components"] == 16 == profiles.resolve("06", "quick")["embed_dim"] // 4
+    assert profiles.resolve("06", "full")["ica_components"] == 48 == profiles.resolve("06", "full")["embed_dim"] // 4
     assert profiles.resolve("06", "quick", {"ica_components": "all"})["ica_components"] == "all"
     assert profiles.resolve("06", "quick", {"ica_components": 12})["ica_components"] == 12
     for bad in (0, 1.5, "most", True, -3):

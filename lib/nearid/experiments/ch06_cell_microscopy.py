@@ -743,28 +743,88 @@ def n_cells(sim: dict[str, Any]) -> int:
 
 
 def plan(P) -> list[Task]:
-    """The chapter's tasks for resolved parameters ``P``: ``mae_replicates`` MAEs trained
-    independently (seeds ``seed``, ``seed + 1``, ...) on the same simulated screen for
-    ``epochs`` and their wells embedded, then the first seed's MAE for every other budget of
-    ``trend_epochs`` (the scale trend), in that order; none for real RxRx3-core embeddings."""
+    """The chapter's tasks for resolved parameters ``P``: ``mae_replicates`` replicates at
+    ``epochs``, replicate r an MAE of seed ``seed + r`` trained on its own simulated screen
+    (simulator seed ``seed + r``: the screen's wells, cells and batch effects are redrawn, so
+    the replicates' spread holds the screen's variance too), then the first replicate's MAE
+    and screen for every other budget of ``trend_epochs`` (the scale trend), in that order;
+    none for real RxRx3-core embeddings."""
     if P.get("rxrx_embeddings"):
         return []
     sim = simulator_params(P)
     n_reps = int(P.get("mae_replicates", 1))
-    runs = [(P.epochs, P.seed + r) for r in range(n_reps)]
-    runs += [(e, P.seed) for e in P.get("trend_epochs", [P.epochs]) if e != P.epochs]
-    tasks = []
-    for epochs, seed in runs:
-        mae = {k: P[k] for k in MAE_PARAMS} | {"epochs": int(epochs)}
-        steps = epochs * math.ceil(n_cells(sim) / P.batch_size)
-        tasks.append(Task(screen_embeddings,
-                          dict(simulator=sim, mae=mae, seed=int(seed), device=P.device,
-                               max_steps=DRY_RUN_STEPS if P.get("dry_run") else None),
-                          kind="mae", gpu=P.device != "cpu", steps=steps,
-                          label=f"MAE ({P.embed_dim}-d, depth {P.depth}, {epochs} epochs, seed {seed}) trained on "
-                                f"{n_cells(sim)} cells of {P.image_size} px and {sim['n_batches']} batches; "
-                                "wells embedded"))
-    return tasks
+    runs = [(P.epochs, P.seed + r, sim["seed"] + r) for r in range(n_reps)]
+    runs += [(e, P.seed, sim["seed"]) for e in P.get("trend_epochs", [P.epochs]) if e != P.epochs]
+    return [_mae_task(P, sim | {"seed": int(screen)}, epochs, seed) for epochs, seed, screen in runs]
+
+
+def _mae_task(P, sim: dict[str, Any], epochs: int, seed: int) -> Task:
+    """One :func:`screen_embeddings` task: screen ``sim``, an MAE of seed ``seed`` for ``epochs``."""
+    mae = {k: P[k] for k in MAE_PARAMS} | {"epochs": int(epochs)}
+    steps = epochs * math.ceil(n_cells(sim) / P.batch_size)
+    return Task(screen_embeddings,
+                dict(simulator=sim, mae=mae, seed=int(seed), device=P.device,
+                     max_steps=DRY_RUN_STEPS if P.get("dry_run") else None),
+                kind="mae", gpu=P.device != "cpu", steps=steps,
+                label=f"MAE ({P.embed_dim}-d, depth {P.depth}, {epochs} epochs, seed {seed}) trained on "
+                      f"{n_cells(sim)} cells of {P.image_size} px and {sim['n_batches']} batches "
+                      f"(screen {sim['seed']}, effect scale {sim['effect_scale']:g}); wells embedded")
+
+
+# --------------------------------------------------------------------------- calibration
+# The screen's effect scale is calibrated on the Base feature set alone, before PCA, PCA + ICA
+# and PCA + Rand are scored (issue 35): a pilot MAE on a pilot screen per scale of the grid,
+# with seeds no replicate uses, and the scale whose pilot Base AUROC (mean over genes) lies
+# nearest the paper's is the chapter's. Declared 2026-12-05, before any pilot was run.
+CALIBRATION_GRID = (1.5, 2.0, 3.0, 4.0, 6.0)
+CALIBRATION_SEED = 1000
+
+
+def paper_base_auroc() -> tuple[float, float, float]:
+    """The paper's Base AUROC in Table 3: (lowest gene, mean over genes, highest gene)."""
+    base = [r["auroc"][TABLE3_FEATURE_SETS.index("base")] for r in TABLE3.values()]
+    return float(min(base)), float(np.mean(base)), float(max(base))
+
+
+def calibration_plan(P, grid=CALIBRATION_GRID, seed: int = CALIBRATION_SEED) -> list[Task]:
+    """The pilot MAEs of :func:`calibrate_effect_scale`: one per effect scale of ``grid``, each
+    on its own pilot screen, MAE and screen seeded ``seed`` (no replicate's seed)."""
+    sim = simulator_params(P) | {"seed": int(seed)}
+    return [_mae_task(P, sim | {"effect_scale": float(scale)}, P.epochs, seed) for scale in grid]
+
+
+def choose_effect_scale(base_auroc: dict[float, float], target: float | None = None) -> float:
+    """The scale whose pilot Base AUROC lies nearest ``target`` (default: the paper's mean over
+    genes); ties go to the smaller scale (the weaker planted effect)."""
+    if not base_auroc:
+        raise ValueError("no pilot Base AUROC to choose from")
+    target = paper_base_auroc()[1] if target is None else float(target)
+    return min(sorted(base_auroc), key=lambda s: abs(base_auroc[s] - target))
+
+
+def calibrate_effect_scale(P, grid=CALIBRATION_GRID, *, seed: int = CALIBRATION_SEED, executor: str | None = None,
+                           scheduler: Any = None, log: Callable[[str], None] | None = runner_log
+                           ) -> tuple[float, pd.DataFrame]:
+    """The effect scale for chapter parameters ``P``, and the pilot table behind it.
+
+    Only Base is scored (the raw well embeddings: no whitening, no rotation), so the choice
+    cannot favour any ordering the chapter tests. Returns (the chosen scale, one row per
+    scale: Base AUROC mean over genes, per gene, and whether it lies in the paper's range).
+    """
+    tasks = calibration_plan(P, grid, seed)
+    runs = run_tasks(tasks, executor=executor, scheduler=scheduler, log=log)
+    params = evaluation_params(P) | {"n_components": "all"}
+    outs = evaluate_all([(r["embeddings"], r["wells"]) for r in runs], kinds=("base",), executor=executor,
+                        scheduler=scheduler, log=log, **params)
+    low, _, high = paper_base_auroc()
+    rows = []
+    for scale, out in zip(grid, outs):
+        per_gene = {g: r["auroc"]["base"] for g, r in out["table3"].items()}
+        mean = float(np.mean(list(per_gene.values())))
+        rows.append(dict(effect_scale=float(scale), base_auroc=mean, in_paper_range=bool(low <= mean <= high),
+                         **{f"auroc_{g}": v for g, v in per_gene.items()}))
+    table = pd.DataFrame(rows)
+    return choose_effect_scale(dict(zip(table.effect_scale, table.base_auroc))), table
 
 
 def split_runs(tasks: list[Task], results: list[dict], *, seed: int, epochs: int) -> tuple[list[dict], dict]:

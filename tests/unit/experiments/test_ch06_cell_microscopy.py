@@ -277,7 +277,9 @@ def test_plan_is_one_mae_task_per_replicate_and_budget_and_dry_run_cuts_them():
     # first seed's MAE at the other budgets of the scale trend
     assert [(t.kwargs["mae"]["epochs"], t.kwargs["seed"]) for t in tasks] == [
         (12, 0), (12, 1), (12, 2), (12, 3), (12, 4), (3, 0), (6, 0)]
-    assert len({t.kwargs["simulator"]["seed"] for t in tasks}) == 1  # one simulated screen
+    # each replicate on its own simulated screen; the trend reuses the first replicate's
+    assert [t.kwargs["simulator"]["seed"] for t in tasks] == [0, 1, 2, 3, 4, 0, 0]
+    assert {t.kwargs["simulator"]["effect_scale"] for t in tasks} == {P.effect_scale}
     reps, trend = ch06_cell_microscopy.split_runs(tasks, [{"i": i} for i in range(7)], seed=P.seed, epochs=12)
     assert reps == [{"i": i} for i in range(5)] and trend == {12: {"i": 0}, 3: {"i": 5}, 6: {"i": 6}}
     task = tasks[0]
@@ -294,6 +296,24 @@ def test_plan_is_one_mae_task_per_replicate_and_budget_and_dry_run_cuts_them():
     assert ch06_cell_microscopy.evaluation_params(P)["n_estimators"] == 100
     assert ch06_cell_microscopy.sweep_grid(P) == P.ica_grid
     assert ch06_cell_microscopy.sweep_grid(resolve("06", "full", {"dry_run": True})) == [4]
+
+
+def test_calibration_pilots_use_seeds_no_replicate_uses_and_choose_the_nearest_scale():
+    P = resolve("06", "quick")
+    pilots = ch06_cell_microscopy.calibration_plan(P, grid=(1.0, 2.0))
+    assert [t.kwargs["simulator"]["effect_scale"] for t in pilots] == [1.0, 2.0]
+    seeds = {t.kwargs["seed"] for t in pilots} | {t.kwargs["simulator"]["seed"] for t in pilots}
+    used = {t.kwargs["seed"] for t in ch06_cell_microscopy.plan(P)} | {
+        t.kwargs["simulator"]["seed"] for t in ch06_cell_microscopy.plan(P)}
+    assert seeds == {ch06_cell_microscopy.CALIBRATION_SEED} and not seeds & used
+    assert all(t.kwargs["mae"]["epochs"] == P.epochs for t in pilots)
+    low, mean, high = ch06_cell_microscopy.paper_base_auroc()
+    assert (low, high) == (0.663, 0.803) and low < mean < high
+    choose = ch06_cell_microscopy.choose_effect_scale
+    assert choose({1.0: 0.55, 2.0: 0.68, 4.0: 0.90}) == 2.0
+    assert choose({1.0: 0.25, 2.0: 0.75}, target=0.5) == 1.0  # a tie goes to the weaker effect
+    with pytest.raises(ValueError, match="no pilot"):
+        choose({})
 
 
 def test_plan_is_empty_for_real_data(tmp_path):

@@ -26,29 +26,34 @@ from nearid.book.params import (
 from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCALE_OUT, SCHEDULER
 
 
-# ica_components: the library's rule (0.95 of the control wells' variance), at most one
-# component per rows_per_component control wells (0 = no cap); ica_grid: the numbers
+# ica_components: a fixed number of whitened components, a quarter of the embedding's width
+# (16 of 64 at quick, 48 of 192 at full; 3, the rows cap, at smoke), declared 2026-12-05
+# (issue 35; 0.95 of the control wells' variance until then, which kept 4 of 64 at quick), at
+# most one component per rows_per_component control wells (0 = no cap); ica_grid: the numbers
 # of whitened components of the sensitivity figure, declared before any result;
 # trend_epochs: the MAE training budgets of the scale trend (it must include epochs);
-# mae_replicates: MAEs trained independently (seeds seed, seed + 1, ...) at ``epochs``; the
-# verdicts resample them (a t interval over replicates).
+# mae_replicates: MAEs trained independently (seeds seed, seed + 1, ...) at ``epochs``, each on
+# its own simulated screen (simulator seeds seed, seed + 1, ...; one shared screen until
+# 2026-12-05); the verdicts resample them (a t interval over replicates).
+# effect_scale: calibrated at quick on Base AUROC alone (benchmarks/ch06_calibration.py,
+# issue 35; 1.5 until 2026-12-05), used unchanged by every profile.
 # rxrx_* "" = simulate (give the paths of metadata_rxrx3_core.csv and
 # OpenPhenom_rxrx3_core_embeddings.parquet for real data).
 # (mae_replicates: five at quick and full, the floor issue 35 sets from power; 3 until 2026-12-05)
-_SHARED = dict(seed=0, device="auto", mae_replicates=5, well_sd=0.5, effect_scale=1.5, batch_strength=0.5, mask_ratio=0.75,
+_SHARED = dict(seed=0, device="auto", mae_replicates=5, well_sd=0.5, effect_scale=2.0, batch_strength=0.5, mask_ratio=0.75,
                weight_decay=0.05, ica_components=0.95, rows_per_component=10,
                ica_grid=[4, 8, 16, 32, 64], ica_fit_on="controls", rxrx_embeddings="",
                rxrx_metadata="", rxrx_batch_column="experiment_name", **SCALE_OUT)
 PROFILES = {
-    "smoke": dict(_SHARED, mae_replicates=2, image_size=16, n_batches=3, controls_per_batch=10, wells_per_guide=1,
-                  cells_per_well=2, patch_size=4, embed_dim=16, depth=1, num_heads=2, decoder_embed_dim=8,
+    "smoke": dict(_SHARED, mae_replicates=2, ica_components=3, image_size=16, n_batches=3, controls_per_batch=10,
+                  wells_per_guide=1, cells_per_well=2, patch_size=4, embed_dim=16, depth=1, num_heads=2, decoder_embed_dim=8,
                   decoder_num_heads=2, decoder_depth=1, epochs=1, batch_size=64, lr=1.5e-3, n_splits=3, n_estimators=10,
                   trend_epochs=[1, 2]),
-    "quick": dict(_SHARED, image_size=32, n_batches=6, controls_per_batch=48, wells_per_guide=3,
+    "quick": dict(_SHARED, ica_components=16, image_size=32, n_batches=6, controls_per_batch=48, wells_per_guide=3,
                   cells_per_well=12, patch_size=8, embed_dim=64, depth=4, num_heads=4, decoder_embed_dim=32,
                   decoder_num_heads=4, decoder_depth=2, epochs=12, batch_size=128, lr=1.5e-3, n_splits=3, n_estimators=100,
                   trend_epochs=[3, 6, 12]),
-    "full": dict(_SHARED, image_size=64, n_batches=12, controls_per_batch=200, wells_per_guide=8,
+    "full": dict(_SHARED, ica_components=48, image_size=64, n_batches=12, controls_per_batch=200, wells_per_guide=8,
                  cells_per_well=40, patch_size=8, embed_dim=192, depth=8, num_heads=6, decoder_embed_dim=128,
                  decoder_num_heads=4, decoder_depth=4, epochs=100, batch_size=256, lr=1.5e-4 * 4, n_splits=4,
                  n_estimators=300, ica_grid=[4, 8, 16, 32, 64, 128, 192], trend_epochs=[25, 50, 100]),
