@@ -56,8 +56,8 @@ from nearid.book.results import glue, glue_tally, glue_verdict
 from nearid.claims import registry as claims_registry
 from nearid.data import procedural
 from nearid.data.procedural import FACTOR_GRIDS, grid_size, traversal
-from nearid.experiments.ch05_disentanglement import (BASELINES, CONVERGED_INFOE_CHECK, DEFAULT_HYPER, INFOMEC,
-                                                     MODEL_LABELS, MODELS, SCORE_LABELS, VARIANT_ROW, claims,
+from nearid.experiments.ch05_disentanglement import (BASELINES, CONVERGED_INFOE_CHECK, DEFAULT_HYPER, EQUAL_LATENTS,
+                                                     INFOMEC, MODEL_LABELS, MODELS, SCORE_LABELS, VARIANT_ROW, claims,
                                                      collect, converged_infoe_check, eval_factors,
                                                      paired_differences, paper_comparison, plan, summarise,
                                                      table2_payload, train_and_score, trend_change,
@@ -230,6 +230,16 @@ plt.show()
 # steps. Our verdicts test the paper's cells with the paper's probe; beside them, a declared
 # check of the method tests that at convergence the difference is zero.
 #
+# **InfoM and InfoC on equal latent sets, before any result.** InfoM and InfoC average over
+# the latents Hsu et al.'s rule counts *active* (range above a twentieth of the largest).
+# Whitening gives every direction of the code unit variance, so the rule counts all $2K$
+# directions of AE + ICA, while an AE may leave some latents nearly constant: the two rows
+# would be averaged over different numbers of latents. Our verdicts on InfoM and InfoC
+# therefore score every code on the same number of latents, its $K$ most informative ones
+# (the $K$ largest column sums of its NMI matrix; `nearid.metrics.infomec.informative_latents`),
+# declared on 2026-12-05 (issue 35). Table 2 keeps the rule, as the paper computes it, and
+# the verdicts under the rule are shown beside as a sensitivity ({numref}`tbl-05-latent-sets`).
+#
 # **Verdicts.** Each claim is a paired comparison over seeds: for every seed, the score of
 # AE + ICA minus the score of the AE trained with that seed (or of a baseline trained with
 # that seed), per dataset, and "aggregated" = the mean of that difference over the four
@@ -362,6 +372,9 @@ for s in INFOMEC:
     glue_verdict(f"agg_{s}", verdicts[f"ica_vs_ae_{s}_aggregated"], signed=True)
     glue(f"agg_{s}_ae", agg_ours.loc[("aggregated", "ae"), f"{s}_mean"])
     glue(f"agg_{s}_ica", agg_ours.loc[("aggregated", "ae_ica"), f"{s}_mean"])
+    col = EQUAL_LATENTS.get(s, s)  # what the verdict compares
+    glue(f"agg_{s}_ae_decided", agg_ours.loc[("aggregated", "ae"), f"{col}_mean"])
+    glue(f"agg_{s}_ica_decided", agg_ours.loc[("aggregated", "ae_ica"), f"{col}_mean"])
     glue(f"paper_agg_{s}_ae", paper.TABLE2["ae"]["aggregated"][INFOMEC.index(s)])
     glue(f"paper_agg_{s}_ica", paper.TABLE2["ae_ica"]["aggregated"][INFOMEC.index(s)])
     glue_tally(s, {ds: verdicts[f"ica_vs_ae_{s}_{ds}"] for ds in P.datasets}, label=DATASET_LABELS.get)
@@ -375,11 +388,14 @@ glue("n_datasets", len(P.datasets))
 # ## Does AE + ICA beat the AE it starts from?
 #
 # {numref}`fig-05-verdicts` shows every paired difference with its interval. Aggregated over
-# the datasets, InfoM goes from {glue:text}`agg_infom_ae:.2f` (AE) to
-# {glue:text}`agg_infom_ica:.2f` (AE + ICA); the paper's numbers are
-# {glue:text}`paper_agg_infom_ae:.2f` and {glue:text}`paper_agg_infom_ica:.2f`. The paired
-# difference is {glue:text}`agg_infom_estimate` (95% interval {glue:text}`agg_infom_low`
-# to {glue:text}`agg_infom_high`): the claim that ICA raises InfoM
+# the datasets, Table 2's InfoM (the active-latent rule, as the paper computes it) goes from
+# {glue:text}`agg_infom_ae:.2f` (AE) to {glue:text}`agg_infom_ica:.2f` (AE + ICA); the
+# paper's numbers are {glue:text}`paper_agg_infom_ae:.2f` and
+# {glue:text}`paper_agg_infom_ica:.2f`. On equal terms, each code's $K$ most informative
+# latents, InfoM goes from {glue:text}`agg_infom_ae_decided:.2f` to
+# {glue:text}`agg_infom_ica_decided:.2f`, a paired difference of
+# {glue:text}`agg_infom_estimate` (95% interval {glue:text}`agg_infom_low` to
+# {glue:text}`agg_infom_high`): the claim that ICA raises InfoM
 # {glue:text}`agg_infom_reads`. Of the {glue:text}`n_datasets` datasets, it holds on
 # {glue:text}`infom_holds_text`, fails on {glue:text}`infom_fails_text` and is inconclusive
 # on {glue:text}`infom_inconclusive_text` (the paper: higher on all four).
@@ -388,9 +404,11 @@ glue("n_datasets", len(P.datasets))
 # {glue:text}`paper_agg_infoe_ae:.2f` → {glue:text}`paper_agg_infoe_ica:.2f`), a paired
 # difference of {glue:text}`agg_infoe_estimate` ({glue:text}`agg_infoe_low` to
 # {glue:text}`agg_infoe_high`), so the claim that ICA raises InfoE
-# {glue:text}`agg_infoe_reads`. InfoC moves from {glue:text}`agg_infoc_ae:.2f` to
+# {glue:text}`agg_infoe_reads`. Table 2's InfoC moves from {glue:text}`agg_infoc_ae:.2f` to
 # {glue:text}`agg_infoc_ica:.2f` (paper {glue:text}`paper_agg_infoc_ae:.2f` →
-# {glue:text}`paper_agg_infoc_ica:.2f`; difference {glue:text}`agg_infoc_estimate`,
+# {glue:text}`paper_agg_infoc_ica:.2f`); on $K$ latents each, from
+# {glue:text}`agg_infoc_ae_decided:.2f` to {glue:text}`agg_infoc_ica_decided:.2f`
+# (difference {glue:text}`agg_infoc_estimate`,
 # {glue:text}`agg_infoc_low` to {glue:text}`agg_infoc_high`): the claim
 # {glue:text}`agg_infoc_reads`.
 #
@@ -432,6 +450,30 @@ for ax, s in zip(axes, INFOMEC):
     ax.set_yticklabels([DATASET_LABELS[d] for d in places])
 axes[0].invert_yaxis()
 plt.show()
+
+# %% tags=["remove-input"]
+by_rule = claims(bench.scores, datasets=list(P.datasets), ica_converged=bench.ica_converged, latents="active")
+sens = pd.DataFrame([{"score": SCORE_LABELS[s], "on": DATASET_LABELS.get(ds, ds),
+                      "K most informative latents (the verdict)": f"{verdicts[cid]['verdict']} "
+                      + tables.interval(verdicts[cid]["estimate"], verdicts[cid]["low"], verdicts[cid]["high"]),
+                      "active-latent rule (Hsu et al.)": f"{by_rule[cid]['verdict']} "
+                      + tables.interval(by_rule[cid]["estimate"], by_rule[cid]["low"], by_rule[cid]["high"])}
+                     for s in EQUAL_LATENTS for ds in [*P.datasets, "aggregated"]
+                     for cid in [f"ica_vs_ae_{s}_{ds}"]]).set_index(["score", "on"])
+tables.table(sens, "AE + ICA minus AE in InfoM and InfoC, scored on each code's K most informative latents (the "
+             "declared protocol of the verdicts) and on the latents the active-latent rule counts (Table 2's way): "
+             "verdict and mean difference over seeds with its 95% t interval.", "tbl-05-latent-sets")
+
+# %% tags=["remove-cell"]
+moved = [f"{SCORE_LABELS[s]} on {DATASET_LABELS.get(ds, ds)}" for s in EQUAL_LATENTS for ds in [*P.datasets, "aggregated"]
+         if verdicts[f"ica_vs_ae_{s}_{ds}"]["verdict"] != by_rule[f"ica_vs_ae_{s}_{ds}"]["verdict"]]
+glue("latent_sets_moved", ", ".join(moved) if moved else "none")
+glue("latent_sets_n_moved", f"{len(moved)} of {2 * (len(P.datasets) + 1)}")
+
+# %% [markdown]
+# **Does the latent count decide the InfoM and InfoC verdicts?** Scored under the
+# active-latent rule instead of on $K$ latents per code ({numref}`tbl-05-latent-sets`),
+# {glue:text}`latent_sets_n_moved` of the AE + ICA vs AE verdicts change: {glue:text}`latent_sets_moved`.
 
 # %% tags=["remove-cell"]
 whole = "ae_ica" if P.ica_keep == "all" else VARIANT_ROW["k"]  # ICA on every direction of the code
@@ -639,6 +681,8 @@ payload = {
     "table2_std": table2_payload(summary, datasets=list(P.datasets), stat="std"),
     "aggregated": table2_payload(summary, datasets=["aggregated"]).get("aggregated", {}),
     "verdicts": {**verdicts, **probe_check},
+    "verdicts_active_rule": {cid: {k: rec[k] for k in ("verdict", "estimate", "low", "high", "n")}
+                             for cid, rec in by_rule.items() if any(f"_{s}_" in cid for s in EQUAL_LATENTS)},
     "paper_comparison": paper_comparison(summary, list(P.datasets)),
     "scale_trend": trend.to_dict(orient="records"),
     "ica_keep": P.ica_keep,

@@ -115,7 +115,7 @@ def test_history_rows_put_each_earlier_protocol_beside_the_current_one():
     assert "auroc_ica_gt_pca" in ids and "order_cnn_widths_ica_rigid" in ids
     row = next(r for r in rows if r["claim_id"] == "auroc_ica_gt_pca")
     assert row["until"].startswith("40c7a93") and "every direction" in row["protocol_then"]
-    assert "0.95" in row["protocol_now"] and row["verdict_then"].startswith("holds")
+    assert "ica_components 16" in row["protocol_now"] and row["verdict_then"].startswith("holds")
 
 
 def test_the_margins_of_chapter_05_are_the_papers_largest_seed_spread_of_each_metric():

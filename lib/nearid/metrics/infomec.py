@@ -192,6 +192,26 @@ def active_latents(latents, discrete_latents: bool | None = None) -> np.ndarray:
     return (ranges > top / 20) if top > 0 else np.zeros(z.shape[1], dtype=bool)
 
 
+def informative_latents(nmi, n: int) -> np.ndarray:
+    """Boolean mask of the ``n`` latents with the most information about the sources: the
+    largest column sums of the NMI matrix (K x L), ties to the lower index.
+
+    The active-latent rule (:func:`active_latents`) counts a different number of latents for
+    different codes: every whitened direction of a code post-processed by ICA has a range near
+    the largest, while a trained code may leave some latents nearly constant. InfoM and InfoC
+    average over the latents counted, so two codes compared on the same ``n`` latents each
+    (e.g. ``n`` = the number of sources) are compared on equal terms."""
+    nmi = np.asarray(nmi, dtype=np.float64)
+    if nmi.ndim != 2:
+        raise ValueError(f"nmi must be a (sources x latents) matrix, got shape {nmi.shape}")
+    if not 1 <= int(n) <= nmi.shape[1]:
+        raise ValueError(f"n must be between 1 and the {nmi.shape[1]} latents, got {n}")
+    order = np.argsort(-nmi.sum(0), kind="stable")
+    mask = np.zeros(nmi.shape[1], dtype=bool)
+    mask[order[:int(n)]] = True
+    return mask
+
+
 def _normalised_concentration(M: np.ndarray, axis: int, n_alternatives: int) -> np.ndarray:
     """Per slice, (max/sum - 1/n) / (1 - 1/n); a slice of zeros scores 0 (uniform)."""
     total = M.sum(axis)

@@ -226,6 +226,37 @@ def test_claims_decide_by_paired_intervals():
     assert sub["ica_vs_ae_infom_shapes3d"]["paper"] is not None
 
 
+def test_infom_and_infoc_claims_read_the_equal_latent_columns_unless_asked_for_the_rule():
+    gain = dict.fromkeys(paper.TABLE2_DATASETS, 0.1)
+    scores = _fake_scores(gain)
+    scores.loc[scores.model == "ae_ica", ["infom_k", "infoc_k"]] -= 0.2  # on K latents ICA loses
+    equal = ch05.claims(scores, datasets=list(paper.TABLE2_DATASETS))
+    rule = ch05.claims(scores, datasets=list(paper.TABLE2_DATASETS), latents="active")
+    for s in ("infom", "infoc"):
+        assert equal[f"ica_vs_ae_{s}_aggregated"]["estimate"] == pytest.approx(-0.1)
+        assert rule[f"ica_vs_ae_{s}_aggregated"]["estimate"] == pytest.approx(0.1)
+        assert "over K latents" in equal[f"ica_vs_ae_{s}_shapes3d"]["ours_label"]
+    assert equal["ica_vs_beta_vae_infom_aggregated"]["estimate"] == pytest.approx(
+        rule["ica_vs_beta_vae_infom_aggregated"]["estimate"] - 0.2)
+    # InfoE has no latent set: both ways give the same verdicts
+    assert equal["ica_vs_ae_infoe_aggregated"]["estimate"] == rule["ica_vs_ae_infoe_aggregated"]["estimate"]
+    with pytest.raises(ValueError, match="latents"):
+        ch05.claims(scores, datasets=list(paper.TABLE2_DATASETS), latents="all")
+
+
+def test_score_codes_scores_every_code_on_its_k_most_informative_latents():
+    rng = np.random.default_rng(0)
+    F = rng.integers(0, 4, size=(600, 2))
+    Z = np.c_[F + 0.1 * rng.standard_normal(F.shape), 0.01 * rng.standard_normal((600, 2))]  # 2 near-dead latents
+    sc = ch05.score_codes(F, Z, secondary=False, converged=False)
+    assert sc["n_active"] == 2 and sc["infom_k"] == sc["infom"] > 0.95 and sc["infoc_k"] == sc["infoc"]
+    # standardised, the dead latents count as active under the rule (and dilute InfoC), but are
+    # not among the K = 2 latents scored on equal terms, which score as the clean code's
+    W = (Z - Z.mean(0)) / Z.std(0)
+    sw = ch05.score_codes(F, W, secondary=False, converged=False)
+    assert sw["n_active"] == 4 and sw["infoc"] < sw["infoc_k"] == sc["infoc_k"]
+
+
 def test_paper_comparison_records():
     summary = ch05.summarise(_fake_scores(dict.fromkeys(paper.TABLE2_DATASETS, 0.1)))
     recs = ch05.paper_comparison(summary, list(paper.TABLE2_DATASETS))

@@ -11,7 +11,7 @@ from sklearn.metrics import log_loss
 from sklearn.preprocessing import StandardScaler
 
 from nearid.data.procedural import sample_factors
-from nearid.metrics.infomec import (active_latents, encode_sources, infom_infoc, infoe, infomec,
+from nearid.metrics.infomec import (active_latents, encode_sources, infom_infoc, infoe, infomec, informative_latents,
                                     mutual_info_knn, nmi_matrix, probe_inputs)
 
 
@@ -203,3 +203,15 @@ def test_reference_probe_is_the_reference_codes_fit_and_sees_linear_maps(entangl
     assert infoe(F, whitened) == pytest.approx(converged, abs=2e-3)
     with pytest.raises(ValueError, match="probe"):
         infoe(F, Z, probe="newton")
+
+
+def test_informative_latents_picks_the_largest_nmi_column_sums():
+    nmi = np.array([[0.9, 0.0, 0.2, 0.2], [0.0, 0.1, 0.3, 0.1]])  # column sums 0.9, 0.1, 0.5, 0.3
+    assert informative_latents(nmi, 2).tolist() == [True, False, True, False]
+    assert informative_latents(np.zeros((2, 3)), 2).tolist() == [True, True, False]  # ties to the lower index
+    assert informative_latents(nmi, 4).all()
+    for bad in (0, 5):
+        with pytest.raises(ValueError, match="between 1 and"):
+            informative_latents(nmi, bad)
+    with pytest.raises(ValueError, match="matrix"):
+        informative_latents(np.zeros(3), 1)
