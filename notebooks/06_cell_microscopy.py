@@ -307,6 +307,10 @@ in_range = sum(paper_base_low <= v <= paper_base_high for v in base_by_mae)
 glue("base_by_mae", ", ".join(f"{v:.3f}" for v in base_by_mae))
 glue("base_in_range", f"{in_range} of {len(base_by_mae)}")
 glue("paper_base_range", f"{paper_base_low:.3f} to {paper_base_high:.3f}")
+glue("base_reading", "The screen is as hard as the paper's for every replicate." if in_range == len(base_by_mae) else
+     "Where a replicate falls below the range, its screen is harder than the paper's: the calibration read one "
+     "pilot screen per scale, and screens differ (each draws its own batch effects), so one pilot is a noisy "
+     "guide; we keep the declared scale rather than choose another after the whitened sets were scored.")
 
 # %% [markdown]
 # **Is the screen as hard as the paper's?** Averaged over genes, the raw embeddings (Base)
@@ -314,6 +318,7 @@ glue("paper_base_range", f"{paper_base_low:.3f} to {paper_base_high:.3f}")
 # {glue:text}`base_by_mae`: {glue:text}`base_in_range` in the paper's range of Base AUROCs
 # over genes ({glue:text}`paper_base_range`). The calibration aimed at that range with
 # pilot runs; these are the chapter's own MAEs and screens, which it never saw.
+# {glue:text}`base_reading`
 
 # %% tags=["remove-cell"]
 k_rule = fitted["pca"].n_components_
@@ -402,7 +407,8 @@ verdicts = {cid: claim(v3[cid], text, section="ch06-verdict", paper=ch06.paper_d
 for cid, v in v3.items():
     glue(f"v_{cid}", str(v))
     glue(f"paper_{cid}", verdicts[cid]["paper"])
-    verdicts[cid]["ica_converged"] = all(ev["fitted"]["pca_ica"].converged_ for ev in evaluations)
+    if ch06.uses_ica(cid):  # a claim without PCA + ICA rests on no FastICA fit
+        verdicts[cid]["ica_converged"] = all(ev["fitted"]["pca_ica"].converged_ for ev in evaluations)
 glue("n_mae_replicates", len(evaluations))
 mean_auroc, mean_sparsity = ch06.gene_means(table3, "auroc"), ch06.gene_means(table3, "sparsity")
 for k in SETS:
@@ -561,7 +567,8 @@ for cid, (a, b, text) in ch06.TABLE4_CLAIMS.items():
                           ours_label=f"concentration {LABELS[a]} - {LABELS[b]}, "
                                      + ("t over independently trained MAEs" if len(evaluations) > 1
                                         else "paired bootstrap over wells"))
-    verdicts[cid]["ica_converged"] = all(ev["fitted"]["pca_ica"].converged_ for ev in evaluations)
+    if ch06.uses_ica(cid):  # a claim without PCA + ICA rests on no FastICA fit
+        verdicts[cid]["ica_converged"] = all(ev["fitted"]["pca_ica"].converged_ for ev in evaluations)
     glue(f"v_{cid}", str(v4[cid]))
     glue(f"paper_{cid}", verdicts[cid]["paper"])
 for k in SETS:

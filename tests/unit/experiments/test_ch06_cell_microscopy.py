@@ -410,3 +410,11 @@ def test_evaluation_plan_prices_every_lightgbm_scoring_at_the_chapters_shape():
     small = {**task.kwargs, "controls_per_batch": 20, "n_features": 8, "n_estimators": 5}
     assert ch06_cell_microscopy.lightgbm_scoring(**small, max_steps=2) == 2, "a plan times a few, then scales up"
     assert ch06_cell_microscopy.lightgbm_scoring(**{**small, "units": 1}) == 1
+
+
+def test_only_claims_on_pca_ica_rest_on_a_fastica_fit():
+    on_ica = {cid for cid in [*ch06_cell_microscopy.TABLE3_CLAIMS, *ch06_cell_microscopy.TABLE4_CLAIMS]
+              if ch06_cell_microscopy.uses_ica(cid)}
+    assert on_ica == {"auroc_ica_gt_pca", "auroc_ica_gt_rand", "sparsity_ica_gt_rand", "sparsity_ica_gt_pca",
+                      "concentration_ica_gt_rand"}
+    assert ch06_cell_microscopy.FeatureSet().max_iter == ch06_cell_microscopy.ICA_MAX_ITER == 20_000
