@@ -13,7 +13,7 @@ from nearid.verdicts import VERDICTS
 DATASETS = {"shapes3d", "mpi3d", "falcor3d", "isaac3d"}
 MODELS = {"ae", "beta_vae", "beta_tcvae", "bioae", "ae_ica"}
 EXTRA = {"ae_ica_k"}  # ICA on the top K of the 2K whitened latents, scored beside the main row
-SCORES = {"infom", "infoe", "infoc", "infoe_converged", "dci_d", "mig"}
+SCORES = {"infom", "infoe", "infoc", "infoe_converged", "infom_k", "infoc_k", "dci_d", "mig"}
 
 
 @pytest.fixture(scope="module")
