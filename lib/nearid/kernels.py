@@ -20,6 +20,11 @@ The declared choice, :data:`PORTABLE_SETTINGS`:
   blocking, and so the order of their sums, from the CPU's L1 and L2 cache sizes (the
   ``brgconv`` kernels, e.g. the backward pass of a strided convolution), which differ
   between CPUs with the same instruction set;
+* and, in the same processes, ``torch.backends.nnpack.set_flags(False)``: without oneDNN,
+  torch convolves a batch of 16 images or more with NNPACK, which also blocks its sums by
+  the cache sizes (a Gaussian blur gave other bits on an Intel Sapphire Rapids than on the
+  AMD EPYCs); with it off, every convolution torch computes itself is im2col + MKL, image
+  by image, whatever the batch size;
 * ``MKL_CBWR=COMPATIBLE,STRICT``: MKL (torch's matrix products and LAPACK) runs its
   conditional-numerical-reproducibility branch that is the same on Intel and AMD. The AVX2
   branch would be faster, but MKL honours it on Intel CPUs only: on an AMD EPYC,
@@ -69,7 +74,8 @@ PORTABLE_SETTINGS: dict[str, str] = {
 # Set in Python where torch computes (configure_torch), not through the environment.
 PRODUCTS_KEY = "training matrix products"
 PRODUCTS_ENV = "NEARID_MKL_PRODUCTS"  # "1": training's products stay in torch's MKL (compatible branch)
-TORCH_SETTINGS: dict[str, str] = {"torch.backends.mkldnn.enabled": "False", PRODUCTS_KEY: "OpenBLAS"}
+TORCH_SETTINGS: dict[str, str] = {"torch.backends.mkldnn.enabled": "False", "torch.backends.nnpack.enabled": "False",
+                                  PRODUCTS_KEY: "OpenBLAS"}
 # What each setting pins, as the report page and `nearid kernels` say it.
 WHAT = {
     "ATEN_CPU_CAPABILITY": "torch element-wise and reduction kernels",
@@ -78,6 +84,7 @@ WHAT = {
     "OPENBLAS_CORETYPE": "OpenBLAS (numpy and scipy matrix products, LAPACK)",
     "NPY_DISABLE_CPU_FEATURES": "numpy SIMD loops",
     "torch.backends.mkldnn.enabled": "torch convolutions: im2col + MKL instead of oneDNN",
+    "torch.backends.nnpack.enabled": "torch convolutions of 16 images or more: im2col + MKL instead of NNPACK",
     PRODUCTS_KEY: "products of linear layers, convolutions and attention in training and encoding "
                   "(nearid.gemm): numpy's OpenBLAS, Haswell kernels",
 }
@@ -187,6 +194,7 @@ def effective() -> dict[str, str]:
     if torch is not None:
         out["torch_cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
         out["torch_onednn_convolutions"] = "on" if torch.backends.mkldnn.enabled else "off"
+        out["torch_nnpack_convolutions"] = "on" if _nnpack_on(torch) else "off"
     return out
 
 
@@ -225,6 +233,10 @@ def problems() -> list[str]:
     if seen.get("torch_onednn_convolutions") == "on":
         found.append("torch runs its convolutions in oneDNN, whose blocking follows the CPU's cache sizes "
                      "(call nearid.setup() or nearid.kernels.configure_torch() before training)")
+    if seen.get("torch_nnpack_convolutions") == "on":
+        found.append("torch runs its convolutions of 16 images or more in NNPACK, whose blocking follows "
+                     "the CPU's cache sizes (call nearid.setup() or nearid.kernels.configure_torch() before "
+                     "training)")
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         found.append("torch computed on a GPU: CUDA kernels are outside the portable CPU choice")
@@ -236,14 +248,20 @@ def problems() -> list[str]:
 
 
 def configure_torch() -> bool:
-    """Route torch's convolutions through MKL (oneDNN off) when kernels are portable; returns
-    whether oneDNN is off. Call it where torch computes (``nearid.setup`` does); a no-op
-    without torch loaded or with native kernels."""
+    """Route torch's convolutions through MKL (oneDNN and NNPACK off) when kernels are
+    portable; returns whether they are off. Call it where torch computes (``nearid.setup``
+    does); a no-op without torch loaded or with native kernels."""
     torch = sys.modules.get("torch")
     if torch is None or native_requested() or not supported()[0]:
         return False
     torch.backends.mkldnn.enabled = False
+    torch.backends.nnpack.set_flags(False)
     return True
+
+
+def _nnpack_on(torch) -> bool:
+    """Whether torch may convolve in NNPACK (built with it and not switched off)."""
+    return bool(torch.backends.nnpack.is_available() and torch._C._get_nnpack_enabled())
 
 
 def signature() -> str:
@@ -254,7 +272,7 @@ def signature() -> str:
     if found:  # asked for, but not (all) in effect: never the key of portable results
         return f"unpinned:{platform.machine()}:{cpu_model()}:" + ";".join(found)
     return ("portable:" + ";".join(f"{k}={v}" for k, v in PORTABLE_SETTINGS.items())
-            + f";torch_onednn=off;products={products()}")
+            + f";torch_onednn=off;torch_nnpack=off;products={products()}")
 
 
 def record() -> dict:

@@ -25,7 +25,19 @@ x, y = torch.randn(32, 1, 16, 16), torch.randint(0, 10, (32,))
 for _ in range(12):
     opt.zero_grad(); torch.nn.functional.cross_entropy(net(x), y).backward(); opt.step()
 digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in net.parameters())).hexdigest()
-print(json.dumps({"digest": digest, "record": kernels.record(), "effective": kernels.effective()}))
+print(json.dumps({"digest": digest, "record": kernels.record(), "effective": kernels.effective(),
+                  "nnpack_built": torch.backends.nnpack.is_available()}))
+"""
+
+# A convolution of 32 images against the same images one at a time: torch picks NNPACK for
+# batches of 16 or more, whose sums follow the CPU's cache sizes, and a per-image kernel below.
+BATCH = """
+import nearid, hashlib, json, torch
+nearid.setup(seed=0)
+x, w = torch.randn(32, 4, 20, 20), torch.randn(8, 4, 3, 3)
+together = torch.nn.functional.conv2d(x, w, stride=2)
+alone = torch.cat([torch.nn.functional.conv2d(x[i:i + 1], w, stride=2) for i in range(32)])
+print(json.dumps({"same": bool(torch.equal(together, alone))}))
 """
 
 
@@ -73,7 +85,8 @@ def test_import_nearid_pins_the_kernels_and_setup_makes_them_effective(portable_
     assert rec["mode"] == "portable" and rec["portable"] and rec["problems"] == []
     assert rec["settings"] == {**kernels.PORTABLE_SETTINGS, **kernels.TORCH_SETTINGS}
     assert seen == {"numpy_avx512_loops": "none", "openblas_architecture": kernels.OPENBLAS_ARCH,
-                    "torch_cpu_capability": kernels.TORCH_CAPABILITY, "torch_onednn_convolutions": "off"}
+                    "torch_cpu_capability": kernels.TORCH_CAPABILITY, "torch_onednn_convolutions": "off",
+                    "torch_nnpack_convolutions": "off"}
 
 
 def test_other_kernel_settings_in_the_environment_do_not_change_a_result(portable_run):
@@ -87,12 +100,19 @@ def test_other_kernel_settings_in_the_environment_do_not_change_a_result(portabl
     assert other["record"]["portable"]
 
 
+def test_a_convolution_does_not_depend_on_the_batch_size():
+    if not kernels.supported()[0]:
+        pytest.skip("this CPU cannot run the portable kernels")
+    assert _python(BATCH)["same"]
+
+
 def test_native_kernels_are_an_opt_out_that_results_record(portable_run):
     native = _python(TRAIN, NEARID_NATIVE_KERNELS="1", ATEN_CPU_CAPABILITY="default")
     assert native["record"]["mode"] == "native" and native["record"]["portable"] is False
     assert native["record"]["settings"] == {}
     assert native["effective"]["torch_cpu_capability"] == "DEFAULT"  # the environment was obeyed
     assert native["effective"]["torch_onednn_convolutions"] == "on"
+    assert native["effective"]["torch_nnpack_convolutions"] == ("on" if native["nnpack_built"] else "off")
     assert native["digest"] != portable_run["digest"]
 
 

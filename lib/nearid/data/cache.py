@@ -158,8 +158,8 @@ def source_version(*modules) -> str:
 
 def environment_version(torch: bool = False) -> dict[str, Any]:
     """What besides the code and parameters decides the numbers: library versions and the
-    kernel settings (and torch's, when torch computes: its version and whether oneDNN runs
-    its convolutions)."""
+    kernel settings (and torch's version, when torch computes; no generator convolves, so
+    whether oneDNN runs torch's convolutions is not part of it)."""
     from nearid import kernels
 
     env: dict[str, Any] = {"numpy": np.__version__, "kernels": kernels.signature()}
@@ -167,8 +167,6 @@ def environment_version(torch: bool = False) -> dict[str, Any]:
         import torch as _torch
 
         env["torch"] = _torch.__version__
-        kernels.configure_torch()  # the policy, not whatever this process last set
-        env["onednn"] = bool(_torch.backends.mkldnn.enabled)
     return env
 
 

@@ -296,42 +296,48 @@ def physical(factors: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _gaussian_blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
-    """Same-size Gaussian blur of (n, C, S, S) images with one sigma (pixels) for all."""
+    """Same-size Gaussian blur of (n, C, S, S) images with one sigma (pixels) for all.
+
+    Written as sums of shifted copies, one multiply and one add per tap, in a fixed order,
+    rather than as a convolution: torch convolves small batches with its Slow2d kernel
+    and larger ones with NNPACK, and NNPACK chooses its blocking, so the order of its sums,
+    from the CPU's cache sizes (an Intel Sapphire Rapids gave other pixels than the AMD EPYCs
+    had). Element-wise products and sums round the same way in every kernel, so each pixel
+    depends only on its neighbourhood: not on the CPU, the batch size or oneDNN.
+    """
     if sigma < 0.05:
         return x
     radius = max(1, int(np.ceil(3 * sigma)))
     t = torch.arange(-radius, radius + 1, dtype=x.dtype)
     k = torch.exp(-0.5 * (t / sigma) ** 2)
     k = k / k.sum()
-    c = x.shape[1]
+    S = x.shape[-1]
     x = F.pad(x, (radius, radius, radius, radius), mode="reflect")
-    x = F.conv2d(x, k.view(1, 1, 1, -1).expand(c, 1, 1, -1).contiguous(), groups=c)
-    return F.conv2d(x, k.view(1, 1, -1, 1).expand(c, 1, -1, 1).contiguous(), groups=c)
+    rows = k[0] * x[..., :, 0:S]
+    for j in range(1, len(k)):
+        rows = rows + k[j] * x[..., :, j:j + S]
+    out = k[0] * rows[..., 0:S, :]
+    for j in range(1, len(k)):
+        out = out + k[j] * rows[..., j:j + S, :]
+    return out
 
 
 _SUB = 32  # cells per pixel-level step: a multiple of 16 keeps every pixel's bits (see _render_range)
-# without oneDNN, torch convolves batches of fewer than 16 images with its Slow2d kernel and
-# larger ones with NNPACK, whose sums round differently: blur at least this many together
-_CONV_BATCH = 16
 _EXP_ZERO = -104.0  # torch.exp gives +0.0 at and below this float32
 _SKIP_COST = 0.07  # skipping a chunk's noise costs this much of rendering it (measured, 2 cores)
 
 
 @contextlib.contextmanager
-def _one_thread(onednn: bool | None = None):
-    """torch on one thread while cells are drawn (and, if given, with oneDNN convolutions
-    on or off): a multi-threaded element-wise kernel splits a tensor where its threads
-    meet, which moves where the vectorised loop hands over to its scalar tail, and so could
-    change the last bit of a transcendental function."""
-    before = torch.get_num_threads(), torch.backends.mkldnn.enabled
+def _one_thread():
+    """torch on one thread while cells are drawn: a multi-threaded element-wise kernel
+    splits a tensor where its threads meet, which moves where the vectorised loop hands
+    over to its scalar tail, and so could change the last bit of a transcendental function."""
+    before = torch.get_num_threads()
     torch.set_num_threads(1)
-    if onednn is not None:
-        torch.backends.mkldnn.enabled = onednn
     try:
         yield
     finally:
-        torch.set_num_threads(before[0])
-        torch.backends.mkldnn.enabled = before[1]
+        torch.set_num_threads(before)
 
 
 @dataclass
@@ -346,7 +352,6 @@ class _CellJob:
     noise_sd: float
     chunk: int
     seed: int  # of the torch generator that draws every nuisance
-    onednn: bool  # whether torch convolves with oneDNN (the kernels sum differently): workers follow
     states: list[bytes] = field(default_factory=list)  # its state at the start of every chunk
     noise_state: bytes = b""  # ... and after every chunk has drawn its nuisances
 
@@ -368,17 +373,7 @@ def _plan(factors, cell_batch, batch_effects, image_size, rng, noise_sd, extra_g
                     cell_batch=cell_batch, batch_effects={k: np.asarray(v) for k, v in batch_effects.items()},
                     extra_gain=None if extra_gain is None else np.asarray(extra_gain, dtype=np.float32),
                     image_size=int(image_size), noise_sd=float(noise_sd), chunk=int(chunk),
-                    seed=int(rng.integers(2**62)), onednn=_onednn())
-
-
-def _onednn() -> bool:
-    """Whether the blur's convolutions run through oneDNN: the kernels' policy
-    (:func:`nearid.kernels.configure_torch`, off under portable kernels), applied here, so the
-    pixels do not depend on whether something in this process trained a model first."""
-    from nearid import kernels
-
-    kernels.configure_torch()
-    return bool(torch.backends.mkldnn.enabled)
+                    seed=int(rng.integers(2**62)))
 
 
 def _with_states(job: _CellJob) -> _CellJob:
@@ -483,8 +478,8 @@ def _render_range(job: _CellJob, k0: int, k1: int, put) -> None:
     background = torch.as_tensor(fx["background"], dtype=torch.float32)
     gradient = torch.as_tensor(fx["gradient"], dtype=torch.float32)
     extra = None if job.extra_gain is None else torch.as_tensor(job.extra_gain)
-    illum, batch_sizes = {}, np.bincount(job.cell_batch)
-    with _one_thread(job.onednn):
+    illum = {}
+    with _one_thread():
         gen, noise = torch.Generator(), _set_state(torch.Generator(), job.noise_state)
         _skip(noise, k0 * chunk * len(CHANNELS) * S * S)
         for k in range(k0, k1):
@@ -503,13 +498,7 @@ def _render_range(job: _CellJob, k0: int, k1: int, put) -> None:
                     g = gain[b].view(1, -1, 1, 1)
                     if extra is not None:
                         g = g * extra[start + sl.start + idx].view(len(idx), -1, 1, 1)
-                    y = x[idx] * illum[b] * g
-                    # as many images per blur as a whole batch gives (up to _CONV_BATCH): torch
-                    # picks its convolution kernel by that number, and kernels sum differently
-                    pad = min(int(batch_sizes[b]), _CONV_BATCH) - len(idx)
-                    if pad > 0:
-                        y = torch.cat([y, y.new_zeros((pad, *y.shape[1:]))])
-                    y = _gaussian_blur(y, float(fx["blur"][b]))[:len(idx)]
+                    y = _gaussian_blur(x[idx] * illum[b] * g, float(fx["blur"][b]))
                     x[idx] = y + background[b].view(1, -1, 1, 1)
                 x += job.noise_sd * torch.randn(x.shape, generator=noise)
                 put(start + sl.start, x.numpy())
