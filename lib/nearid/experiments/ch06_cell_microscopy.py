@@ -785,11 +785,15 @@ def _mae_task(P, sim: dict[str, Any], epochs: int, seed: int) -> Task:
 
 # --------------------------------------------------------------------------- calibration
 # The screen's effect scale is calibrated on the Base feature set alone, before PCA, PCA + ICA
-# and PCA + Rand are scored (issue 35): a pilot MAE on a pilot screen per scale of the grid,
-# with seeds no replicate uses, and the scale whose pilot Base AUROC (mean over genes) lies
-# nearest the paper's is the chapter's. Declared 2026-12-05, before any pilot was run.
+# and PCA + Rand are scored (issue 35): pilot MAEs on pilot screens for every scale of the
+# grid, with seeds no replicate uses, and the scale whose pilot Base AUROC (mean over genes and
+# pilots) lies nearest the paper's mean is the chapter's. Declared 2026-12-05 with one pilot
+# screen per scale (seed 1000); the same day, before these pilots ran, three per scale: the
+# chapter's five replicates at the chosen scale fell below the paper's range (Base AUROC
+# 0.59-0.63 against a pilot's 0.668), because screens differ (each draws its own batch
+# effects) and one pilot is a noisy guide. The target and the grid are unchanged.
 CALIBRATION_GRID = (1.5, 2.0, 3.0, 4.0, 6.0)
-CALIBRATION_SEED = 1000
+CALIBRATION_SEEDS = (1000, 1001, 1002)
 
 
 def paper_base_auroc() -> tuple[float, float, float]:
@@ -798,11 +802,12 @@ def paper_base_auroc() -> tuple[float, float, float]:
     return float(min(base)), float(np.mean(base)), float(max(base))
 
 
-def calibration_plan(P, grid=CALIBRATION_GRID, seed: int = CALIBRATION_SEED) -> list[Task]:
-    """The pilot MAEs of :func:`calibrate_effect_scale`: one per effect scale of ``grid``, each
-    on its own pilot screen, MAE and screen seeded ``seed`` (no replicate's seed)."""
-    sim = simulator_params(P) | {"seed": int(seed)}
-    return [_mae_task(P, sim | {"effect_scale": float(scale)}, P.epochs, seed) for scale in grid]
+def calibration_plan(P, grid=CALIBRATION_GRID, seeds=CALIBRATION_SEEDS) -> list[Task]:
+    """The pilot MAEs of :func:`calibrate_effect_scale`: one per (pilot seed, effect scale of
+    ``grid``), each on its own pilot screen, MAE and screen seeded by the pilot seed (no
+    replicate's seed), so every scale is read on the same pilot screens' draws."""
+    return [_mae_task(P, simulator_params(P) | {"seed": int(seed), "effect_scale": float(scale)}, P.epochs, int(seed))
+            for seed in seeds for scale in grid]
 
 
 def choose_effect_scale(base_auroc: dict[float, float], target: float | None = None) -> float:
@@ -814,28 +819,38 @@ def choose_effect_scale(base_auroc: dict[float, float], target: float | None = N
     return min(sorted(base_auroc), key=lambda s: abs(base_auroc[s] - target))
 
 
-def calibrate_effect_scale(P, grid=CALIBRATION_GRID, *, seed: int = CALIBRATION_SEED, executor: str | None = None,
+def calibration_table(pilots: pd.DataFrame) -> pd.DataFrame:
+    """One row per effect scale from the pilots' rows (``effect_scale``, ``pilot_seed``,
+    ``base_auroc``): the mean over pilots, each pilot's value, and whether the mean lies in
+    the paper's range of Base AUROCs over genes."""
+    low, _, high = paper_base_auroc()
+    wide = pilots.pivot(index="effect_scale", columns="pilot_seed", values="base_auroc")
+    wide.columns = [f"pilot_{int(c)}" for c in wide.columns]
+    table = wide.mean(axis=1).rename("base_auroc").to_frame().join(wide).reset_index()
+    table.insert(2, "in_paper_range", (table.base_auroc >= low) & (table.base_auroc <= high))
+    return table
+
+
+def calibrate_effect_scale(P, grid=CALIBRATION_GRID, *, seeds=CALIBRATION_SEEDS, executor: str | None = None,
                            scheduler: Any = None, log: Callable[[str], None] | None = runner_log
                            ) -> tuple[float, pd.DataFrame]:
     """The effect scale for chapter parameters ``P``, and the pilot table behind it.
 
     Only Base is scored (the raw well embeddings: no whitening, no rotation), so the choice
     cannot favour any ordering the chapter tests. Returns (the chosen scale, one row per
-    scale: Base AUROC mean over genes, per gene, and whether it lies in the paper's range).
+    scale: :func:`calibration_table`).
     """
-    tasks = calibration_plan(P, grid, seed)
+    if not seeds:
+        raise ValueError("no pilot seed: the calibration needs at least one pilot screen per scale")
+    tasks = calibration_plan(P, grid, seeds)
     runs = run_tasks(tasks, executor=executor, scheduler=scheduler, log=log)
     params = evaluation_params(P) | {"n_components": "all"}
     outs = evaluate_all([(r["embeddings"], r["wells"]) for r in runs], kinds=("base",), executor=executor,
                         scheduler=scheduler, log=log, **params)
-    low, _, high = paper_base_auroc()
-    rows = []
-    for scale, out in zip(grid, outs):
-        per_gene = {g: r["auroc"]["base"] for g, r in out["table3"].items()}
-        mean = float(np.mean(list(per_gene.values())))
-        rows.append(dict(effect_scale=float(scale), base_auroc=mean, in_paper_range=bool(low <= mean <= high),
-                         **{f"auroc_{g}": v for g, v in per_gene.items()}))
-    table = pd.DataFrame(rows)
+    rows = [dict(effect_scale=float(scale), pilot_seed=int(seed),
+                 base_auroc=float(np.mean([r["auroc"]["base"] for r in out["table3"].values()])))
+            for (seed, scale), out in zip([(s, c) for s in seeds for c in grid], outs)]
+    table = calibration_table(pd.DataFrame(rows))
     return choose_effect_scale(dict(zip(table.effect_scale, table.base_auroc))), table
 
 

@@ -301,11 +301,14 @@ def test_plan_is_one_mae_task_per_replicate_and_budget_and_dry_run_cuts_them():
 def test_calibration_pilots_use_seeds_no_replicate_uses_and_choose_the_nearest_scale():
     P = resolve("06", "quick")
     pilots = ch06_cell_microscopy.calibration_plan(P, grid=(1.0, 2.0))
-    assert [t.kwargs["simulator"]["effect_scale"] for t in pilots] == [1.0, 2.0]
-    seeds = {t.kwargs["seed"] for t in pilots} | {t.kwargs["simulator"]["seed"] for t in pilots}
+    n_seeds = len(ch06_cell_microscopy.CALIBRATION_SEEDS)
+    assert n_seeds >= 3
+    assert [t.kwargs["simulator"]["effect_scale"] for t in pilots] == [1.0, 2.0] * n_seeds
+    assert all(t.kwargs["seed"] == t.kwargs["simulator"]["seed"] for t in pilots)
+    seeds = {t.kwargs["seed"] for t in pilots}
     used = {t.kwargs["seed"] for t in ch06_cell_microscopy.plan(P)} | {
         t.kwargs["simulator"]["seed"] for t in ch06_cell_microscopy.plan(P)}
-    assert seeds == {ch06_cell_microscopy.CALIBRATION_SEED} and not seeds & used
+    assert seeds == set(ch06_cell_microscopy.CALIBRATION_SEEDS) and not seeds & used
     assert all(t.kwargs["mae"]["epochs"] == P.epochs for t in pilots)
     low, mean, high = ch06_cell_microscopy.paper_base_auroc()
     assert (low, high) == (0.663, 0.803) and low < mean < high
@@ -314,6 +317,17 @@ def test_calibration_pilots_use_seeds_no_replicate_uses_and_choose_the_nearest_s
     assert choose({1.0: 0.25, 2.0: 0.75}, target=0.5) == 1.0  # a tie goes to the weaker effect
     with pytest.raises(ValueError, match="no pilot"):
         choose({})
+
+
+def test_calibration_table_averages_the_pilots_of_each_scale():
+    rows = pd.DataFrame({"effect_scale": [2.0, 3.0, 2.0, 3.0], "pilot_seed": [1000, 1000, 1001, 1001],
+                         "base_auroc": [0.60, 0.70, 0.70, 0.74]})
+    table = ch06_cell_microscopy.calibration_table(rows)
+    assert list(table.columns) == ["effect_scale", "base_auroc", "in_paper_range", "pilot_1000", "pilot_1001"]
+    np.testing.assert_allclose(table.base_auroc, [0.65, 0.72])
+    assert table.in_paper_range.tolist() == [False, True]
+    # the mean of the pilots decides: one easy pilot (0.70 at scale 2) does not
+    assert ch06_cell_microscopy.choose_effect_scale(dict(zip(table.effect_scale, table.base_auroc))) == 3.0
 
 
 def test_plan_is_empty_for_real_data(tmp_path):

@@ -35,12 +35,13 @@ from nearid.book.profiles.shared import DRY_RUN, EXECUTOR, SCALE_OUT, SCHEDULER
 # mae_replicates: MAEs trained independently (seeds seed, seed + 1, ...) at ``epochs``, each on
 # its own simulated screen (simulator seeds seed, seed + 1, ...; one shared screen until
 # 2026-12-05); the verdicts resample them (a t interval over replicates).
-# effect_scale: calibrated at quick on Base AUROC alone (benchmarks/ch06_calibration.py,
-# issue 35; 1.5 until 2026-12-05), used unchanged by every profile.
+# effect_scale: calibrated at quick on Base AUROC alone, the mean of three pilot screens per
+# scale (benchmarks/ch06_calibration.py, issue 35; 1.5 until 2026-12-05, then 2 from one pilot
+# screen per scale the same day), used unchanged by every profile.
 # rxrx_* "" = simulate (give the paths of metadata_rxrx3_core.csv and
 # OpenPhenom_rxrx3_core_embeddings.parquet for real data).
 # (mae_replicates: five at quick and full, the floor issue 35 sets from power; 3 until 2026-12-05)
-_SHARED = dict(seed=0, device="auto", mae_replicates=5, well_sd=0.5, effect_scale=2.0, batch_strength=0.5, mask_ratio=0.75,
+_SHARED = dict(seed=0, device="auto", mae_replicates=5, well_sd=0.5, effect_scale=3.0, batch_strength=0.5, mask_ratio=0.75,
                weight_decay=0.05, ica_components=0.95, rows_per_component=10,
                ica_grid=[4, 8, 16, 32, 64], ica_fit_on="controls", rxrx_embeddings="",
                rxrx_metadata="", rxrx_batch_column="experiment_name", **SCALE_OUT)
