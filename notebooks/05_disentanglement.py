@@ -237,8 +237,9 @@ plt.show()
 # would be averaged over different numbers of latents. Our verdicts on InfoM and InfoC
 # therefore score every code on the same number of latents, its $K$ most informative ones
 # (the $K$ largest column sums of its NMI matrix; `nearid.metrics.infomec.informative_latents`),
-# declared on 2026-12-05 (issue 35). Table 2 keeps the rule, as the paper computes it, and
-# the verdicts under the rule are shown beside as a sensitivity ({numref}`tbl-05-latent-sets`).
+# declared on 2026-12-05 (until then the verdicts used the rule too). Table 2 keeps the rule,
+# as the paper computes it, and the verdicts under the rule are shown beside as a
+# sensitivity ({numref}`tbl-05-latent-sets`).
 #
 # **Verdicts.** Each claim is a paired comparison over seeds: for every seed, the score of
 # AE + ICA minus the score of the AE trained with that seed (or of a baseline trained with
