@@ -565,7 +565,7 @@ for name in paper_pairs:
         table, rows = ch04_alignment.fit_rows_trend(
             pairs[name], P.trend_fractions, fit_fraction=P.fit_fraction, seed=P.seed,
             ica_components=P.ica_components, ica_max_rows=align.ICA_MAX_ROWS,
-            ica_max_iter=P.ica_max_iter)
+            ica_max_iter=P.ica_max_iter, full=measured[name])  # every fit row: the table's own fit
     trend.append(table)
     trend_rows[name] = ch04_alignment.trend_difference(rows, seed=P.seed)
 trend = pd.concat(trend, ignore_index=True)
@@ -692,6 +692,34 @@ name = "sentence_encoders" if "sentence_encoders" in pairs else next(iter(pairs)
 print(f"$ nearid align A.npy B.npy   # {LABELS[name]}")
 print(measured[name])  # the AlignmentResult compare() returned above; the CLI prints the same
 
+# %% [markdown]
+# The four families are one way to compare two embeddings; the similarity measures other tools
+# report (CKA and its debiased form, SVCCA, PWCCA, RSA, mutual nearest neighbours, shape
+# metrics) are another, and `compare` computes any of them, each with a 95% interval (from
+# half-samples of the rows) and the value it takes when B's rows are shuffled: what "unrelated"
+# looks like at this number of rows and width ({ref}`align-measures` says what each is
+# invariant to and when to use it). Here are six of them for two of this chapter's own
+# models, the two seeds of one pair's first replicate ({numref}`tbl-04-measures`):
+
+# %%
+similar = "resnet18_seeds" if "resnet18_seeds" in pairs else name  # two ResNet-18s, seeds 0 and 1
+chosen = ("cka", "debiased_cka", "svcca", "pwcca", "mutual_knn", "procrustes")
+sim = align.compare(pairs[similar].A, pairs[similar].B, families=(), measures=chosen, intervals=True,
+                    seed=P.seed)
+
+# %% tags=["remove-input"]
+sim_table = pd.DataFrame({
+    "value [95% interval]": [tables.interval(sim.measures[m], *sim.intervals[m], signed=False) for m in chosen],
+    "rows shuffled": [sim.baselines[m][0] for m in chosen],
+    "identical would read": [align.MEASURES[m].identical for m in chosen],
+    "computed on": [sim.measure_rows[m] for m in chosen],
+}, index=pd.Index([align.MEASURES[m].label for m in chosen], name="measure"))
+tables.table(sim_table, f"Six similarity measures between the two models of one pair ({LABELS[similar]}): "
+             "each value with its 95% interval over half-samples of the rows, the mean value with B's rows "
+             "shuffled (unrelated embeddings of the same size), and the value two identical embeddings "
+             "(up to rotation and scale) would give.", "tbl-04-measures",
+             formats={"rows shuffled": lambda v: tables.format_number(v, 3), "identical would read": "{:g}"})
+
 # %% tags=["remove-cell"]
 table = {p: {k: ours.loc[p, k] for k in ("permutation", "rigid", "linear", "ica", "ica_efficiency", "cka")}
          for p in ours.index}
@@ -725,6 +753,9 @@ results.save(results_path, {
     "ica_max_rows": align.ICA_MAX_ROWS,
     "ica_max_iter": P.ica_max_iter,
     "dry_run": P.dry_run,
+    "similarity": {"pair": similar, "values": {m: float(sim.measures[m]) for m in chosen},
+                   "intervals": {m: [float(v) for v in sim.intervals[m]] for m in chosen},
+                   "shuffled": {m: float(sim.baselines[m][0]) for m in chosen}},
 }, params=P, profile=profile)
 
 # %% [markdown] tags=["new-page:exercises"]

@@ -320,7 +320,9 @@ def rsa(X, Y, rdm_metric: str = "euclidean", comparison: str = "spearman", max_r
     """Representational similarity analysis (Kriegeskorte et al. 2008): the RDMs of X and Y
     (:func:`rdm`), compared by Spearman's rho (the usual choice), Kendall's tau-b or the
     cosine of the two distance vectors (not centred, as in rsatoolbox: far from 0 even for
-    independent data, since distances are positive). 1 = the same geometry. Euclidean RDMs
+    independent data, since distances are positive; rsatoolbox's "euclidean" RDM holds squared
+    distances / p, so its cosine differs from ours while the rank comparisons agree:
+    ``benchmarks/align_peers.md``). 1 = the same geometry. Euclidean RDMs
     are invariant to rotation, translation and (with a rank comparison or cosine) isotropic
     scale. n x n: on a seeded subsample of at most ``max_rows`` rows."""
     X, Y = check_pair(X, Y, min_rows=3)

@@ -274,6 +274,12 @@ def test_table_and_trend_agree_at_the_full_fraction_to_the_last_digit(planted):
         # the sensitivity grid at the rule's own setting is the same measurement again
         again = ch04_alignment.compare_pair(pair, **protocol)
         assert np.array_equal(again.row_errors["ica"], rows[1.0]["ica"])
+        # so the chapter hands the table's result to the trend instead of fitting it twice
+        reused, reused_rows = ch04_alignment.fit_rows_trend(pair, [0.5, 1.0], n_boot=50, full=again, **protocol)
+        assert reused.equals(trend)
+        for frac in (0.5, 1.0):
+            for family in ch04_alignment.TREND_FAMILIES:
+                assert np.array_equal(reused_rows[frac][family], rows[frac][family])
 
 
 def test_fit_rows_subset_keeps_the_evaluation_rows():
