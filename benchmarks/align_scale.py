@@ -180,9 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="OUT", help="also save the table and every measurement here")
     ap.add_argument("--keep", metavar="DIR", help="write the .npy pair and the children's output here, and keep them")
     ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
+    ap.add_argument("--write", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         _child(*args.child)
+        return 0
+    if args.write:
+        rows, dim, factors, noise, folder = args.write
+        A, B = ab.related_embeddings(int(rows), int(dim), int(factors), noise=float(noise))
+        np.save(Path(folder) / "a.npy", A)
+        np.save(Path(folder) / "b.npy", B)
         return 0
     measures = MEASURES if args.measures == "all" else tuple(m.strip() for m in args.measures.split(","))
     bad = [m for m in measures if m not in MEASURES]
@@ -207,11 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(args.keep or tmp.name)
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        A, B = ab.related_embeddings(args.rows, args.dim, args.factors, noise=args.noise)
         pa, pb = folder / "a.npy", folder / "b.npy"
-        np.save(pa, A)
-        np.save(pb, B)
-        del A, B
+        # written by a child: on Linux a child's peak RSS (ru_maxrss) starts from its parent's
+        # high-water mark, so a parent that had held the pair would set a floor under every peak
+        subprocess.run([sys.executable, str(HERE), "--write", str(args.rows), str(args.dim), str(args.factors),
+                        str(args.noise), str(folder)], check=True, env=BASE_ENV)
         print(f"planted pair 2 x {args.rows} x {args.dim} float32 in {folder}", file=sys.stderr)
         for m in measures:
             cmd = [nearid_python, "-m", "nearid.cli.align", str(pa), str(pb), "--families", "none", "--measures", m,
