@@ -381,6 +381,8 @@ results.save(results_path, {
 near = ch01_definitions.ica_amari_sweep(sample_sizes=[300, 3000], sources=["laplace", "gennorm_1.8", "gennorm_2.2"],
                                         dim=P.ica_dim, repeats=3, seed=P.seed)
 near_table = near.groupby(["source", "n"]).amari.mean().unstack("n")
+
+# %% tags=["remove-cell"]
 for src in near_table.index:
     glue(f"near_{src}", float(near_table.loc[src, 3000]))
 
@@ -416,6 +418,8 @@ tables.table(near_table.rename(index=source_label).rename_axis(index="source", c
 scaled = alignment_table(Z, 3 * Z @ R, seed=P.seed)
 half = len(Z) // 2
 strict = RigidAlignment(scale=False).fit(Z[:half], 3 * Z[:half] @ R).score(Z[half:], 3 * Z[half:] @ R)
+
+# %% tags=["remove-cell"]
 glue("scaled_rigid", scaled["rigid"])
 glue("scaled_linear", scaled["linear"])
 glue("scaled_strict", strict)
@@ -465,6 +469,8 @@ for s in (1, 10, 100):
     worst = np.linalg.norm(k.transform(U @ A + E @ A) - U @ A, axis=1).max()
     rows.append({"s": s, "2 eps": 2 * eps, "largest error": worst})
 stretch = pd.DataFrame(rows).set_index("s")
+
+# %% tags=["remove-cell"]
 glue("lin_eps2", 2 * eps)
 glue("lin_s1_vs", "within" if stretch.loc[1, "largest error"] <= 2 * eps else "above")
 glue("lin_s1", stretch.loc[1, "largest error"])

@@ -470,6 +470,8 @@ for kind in ("uniform", "gaussian"):
     rows[kind] = {**run.models[["rigid_error", "mcc", "mcc_ica"]].mean(),
                   "seeds: perm": seeds_err["permutation"], "seeds: ICA": seeds_err["ica"]}
 gauss = pd.DataFrame(rows).T
+
+# %% tags=["remove-cell"]
 for kind in rows:
     for col, key in (("mcc_ica", "mcc_ica"), ("rigid_error", "rigid"), ("seeds: perm", "perm"),
                      ("seeds: ICA", "ica")):
@@ -515,6 +517,8 @@ rescored = pd.DataFrame({str(rule): pd.DataFrame([structural_scores(Zs, sweep.fa
                                                                     ica_components=rule)
                                                   for Zs in sweep.codes[d_min]]).mean()
                          for rule in ("all", 2)}).T[["ica_components", "mcc_ica", "ica_perm_error"]]
+
+# %% tags=["remove-cell"]
 for rule in ("all", "2"):
     glue(f"rule{rule}_perm", rescored.loc[rule, "ica_perm_error"])
     glue(f"rule{rule}_mcc", rescored.loc[rule, "mcc_ica"])
@@ -567,6 +571,8 @@ for width in (P.image_size / 8, P.image_size / 3):
     curves[f"width {width:.1f} px"] = pd.Series(d_img).groupby(pd.cut(d_pos, bins), observed=False).mean()
 curve = pd.DataFrame(curves)
 curve.index.name = "position distance (px)"
+
+# %% tags=["remove-cell"]
 # where each curve levels off: the first bin whose mean image distance reaches 95% of the curve's largest
 plateau = {name: int(np.argmax(c.to_numpy() >= 0.95 * c.max())) for name, c in curve.items()}
 narrow, wide = curve.columns

@@ -155,3 +155,27 @@ def test_glue_patterns_read_every_form():
     patterns = glue_patterns(code)
     assert [bool(p.fullmatch(k)) for p, k in zip(patterns, ["a", "b_x_c", "v_estimate", "t_holds_text"])] == [True] * 4
     assert not patterns[0].fullmatch("ab")
+
+
+HIDDEN = {"remove-cell", "remove-input"}
+
+
+def shown_glue_calls(source: str) -> list[str]:
+    """The first line of every code cell a reader sees (not tagged remove-cell or
+    remove-input) that calls ``glue``: bookkeeping that belongs in a hidden cell after it."""
+    nb = jupytext.reads(source, fmt="py:percent")
+    return [cell.source.strip().splitlines()[0] for cell in nb.cells
+            if cell.cell_type == "code" and not HIDDEN & set(cell.metadata.get("tags", []))
+            and _GLUE_CALL.search(cell.source)]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_no_cell_a_reader_sees_calls_glue(path):
+    assert shown_glue_calls(path.read_text()) == []
+
+
+def test_the_glue_check_sees_a_shown_call_and_not_a_hidden_one():
+    shown = SYNTHETIC.replace("x = 2\n", "x = 2  # shown\n")
+    assert shown_glue_calls(shown) == ["x = 2  # shown"]
+    hidden = SYNTHETIC.replace("# %%\nx = 2", '# %% tags=["remove-cell"]\nx = 2')
+    assert shown_glue_calls(hidden) == []
