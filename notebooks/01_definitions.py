@@ -28,6 +28,16 @@
 # * the paper's three theorems, and a numerical check of the one about ICA.
 #
 # Every number on this page is computed by `nearid` when the page is executed.
+#
+# :::{admonition} Key takeaways
+# :class: tip
+#
+# * Two questions, kept apart: do runs of a model agree with each other (*statistical* identifiability), and do they agree with the unobserved true factors (*structural*)?
+# * "Agree" always means up to a family of maps (signed permutations, rigid maps, linear maps) and within a tolerance $\varepsilon$; a larger family forgives more, so its error is never larger, and that ordering says nothing about the data.
+# * ICA can undo the rotation that whitening leaves only when the sources are non-Gaussian: the check on this page measures it on sampled sources.
+# * In this build, {glue:text}`takeaway_tally` ({ref}`the verdicts <ch01-verdict>`; each claim in
+#   words: {ref}`summary-claim-by-claim`).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 profile = "quick"
@@ -44,7 +54,7 @@ import seaborn as sns
 import nearid
 from nearid import verdicts
 from nearid.align import LinearAlignment, RigidAlignment, alignment_table
-from nearid.book import plotting, results, tables
+from nearid.book import claim_text, plotting, results, tables
 from nearid.book.profiles import resolve
 from nearid.book.results import glue
 from nearid.data import toy
@@ -191,7 +201,8 @@ handles, labels = ax.get_legend_handles_labels()
 for group in plotting.coinciding(curves, tol=0.01 * np.ptp(noise.error)):
     handles.append(plt.Line2D([], [], ls="none"))
     labels.append(f"({', '.join(group)}: the lines coincide)")
-ax.legend(handles, labels, title="family")
+# below the axes: inside, it would hide a curve at some noise level (the permutation's, at the top)
+ax.legend(handles, labels, title="family", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
 plt.show()
 
 # %% [markdown]
@@ -246,9 +257,14 @@ plt.show()
 # to unit variance. Any invertible linear mixing of independent sources is thereby reduced to
 # an unknown rotation:
 #
-# ```{literalinclude} ../../lib/nearid/ica.py
-# :pyobject: Whitener.fit
+# ```{literalinclude} ../../lib/nearid/teaching.py
+# :pyobject: whiten
 # ```
+#
+# (This is the algorithm in its few essential lines, `nearid.teaching.whiten`; the library's
+# `nearid.ica.Whitener`, which every chapter calls, also drops constant and duplicate
+# columns, applies the declared rule for $k$ and checks its input, and a test holds the two
+# equal on the same data.)
 #
 # How many components to keep is decided before looking at any result, by
 # `choose_components`: by default the fewest leading components holding 95% of the variance,
@@ -334,6 +350,10 @@ CLAIMS = {"ica_unmixes_with_n": ("Whitening + ICA's unmixing approaches a signed
                                   "Gaussian - non-Gaussian Amari distance at the largest n")}
 claims = {k: verdicts.claim(v, CLAIMS[k][0], section="ch01-verdict", ours_label=CLAIMS[k][1])
           for k, v in decided.items()}
+
+
+# %% tags=["remove-cell"]
+glue("takeaway_tally", claim_text.tally_text("01_definitions", claims, profile))  # the box at the top
 
 # %% [markdown]
 # {numref}`fig-01-ica` and {numref}`tbl-01-amari` show the sweep. Over the non-Gaussian sources, the worst

@@ -30,6 +30,16 @@
 #
 # The same measurement is a command, `nearid align A B`, and a function,
 # `nearid.align.compare(A, B)`, for anyone's two embedding files.
+#
+# :::{admonition} Key takeaways
+# :class: tip
+#
+# * Four families of maps from one model's embeddings to another's, strict to loose: signed permutation, ICA, rigid, linear. The held-out error of each says how alike two models are up to that family.
+# * ICA efficiency is the share of the permutation-rigid gap that unsupervised ICA closes; how it moves with the number of whitened components and of fit rows is on the next page.
+# * Our pairs are small stand-ins trained or loaded offline (MNIST CNNs and ResNet-18s, a tiny GPT-NeoX, a small MAE), not the paper's models.
+# * In this build, {glue:text}`takeaway_tally` ({ref}`the verdicts <ch04-verdict>`; each claim in
+#   words: {ref}`summary-claim-by-claim`).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 profile = "quick"
@@ -47,7 +57,7 @@ import seaborn as sns
 
 import nearid
 from nearid import align, ica, paper, verdicts
-from nearid.book import plotting, results, tables
+from nearid.book import claim_text, plotting, results, tables
 from nearid.book.profiles import resolve
 from nearid.book.results import glue, glue_tally
 from nearid.experiments import ch04_alignment
@@ -455,6 +465,10 @@ glue("perm_cmp", ch04_alignment.permutation_reading(perm_mean, perm_mean_paper))
 glue_tally("eff", {cid.removeprefix("efficiency_"): rec for cid, rec in efficiency.items()}, label=LABELS.get,
            sep="; ")
 glue("n_eff_claims", len(efficiency))
+table1_verdicts = {**ch04_alignment.order_claims(links, section="ch04-verdict", converged=converged),
+                   **{cid: {**rec, "ica_converged": all(converged[cid.removeprefix("efficiency_")])}
+                      for cid, rec in efficiency.items()}}
+glue("takeaway_tally", claim_text.tally_text("04_alignment", table1_verdicts, profile))  # the box at the top
 
 # %% [markdown]
 # **ICA efficiency.** On the paper-like pairs ours ranges from {glue:text}`eff_min:.2f` to
@@ -725,9 +739,7 @@ table = {p: {k: ours.loc[p, k] for k in ("permutation", "rigid", "linear", "ica"
          for p in ours.index}
 results.save(results_path, {
     "table1": table,
-    "verdicts": {**ch04_alignment.order_claims(links, section="ch04-verdict", converged=converged),
-                 **{cid: {**rec, "ica_converged": all(converged[cid.removeprefix("efficiency_")])}
-                    for cid, rec in efficiency.items()}},
+    "verdicts": table1_verdicts,
     "replicates": {p: {"seeds": [int(ch04_alignment.replicate_seed(P.seed, r)) for r in range(len(reps))],
                        "errors": {f: [float(r.errors[f]) for r in reps] for f in ch04_alignment.ORDER}}
                    for p, reps in by_replicate.items()},

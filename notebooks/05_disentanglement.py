@@ -33,6 +33,15 @@
 # procedural **analogues** with exactly their factor grids: the numbers below measure the
 # recipe on look-alike data, not on the originals (a loader for the real files is in
 # `nearid.data.shapes3d_mpi3d`).
+#
+# :::{admonition} Key takeaways
+# :class: tip
+#
+# * The recipe: a vanilla autoencoder, whitened and rotated by ICA, scored with InfoMEC (InfoM modularity, InfoE explicitness, InfoC compactness) against β-VAE, β-TCVAE and BioAE.
+# * Every row is trained here under one protocol, on procedural analogues of Shapes3D, MPI3D, Falcor3D and Isaac3D with their factor grids, not on the datasets themselves.
+# * In this build, {glue:text}`takeaway_tally` ({ref}`the verdicts <ch05-verdict>`; each claim in
+#   words: {ref}`summary-claim-by-claim`).
+# :::
 
 # %% tags=["parameters", "remove-cell"]
 profile = "quick"
@@ -50,7 +59,7 @@ from scipy.stats import ortho_group
 
 import nearid
 from nearid import paper
-from nearid.book import plotting, results, tables
+from nearid.book import claim_text, plotting, results, tables
 from nearid.book.profiles import resolve
 from nearid.book.results import glue, glue_tally, glue_verdict
 from nearid.claims import registry as claims_registry
@@ -338,7 +347,7 @@ tables.table(table2, "Table 2, ours beside the paper's: InfoM, InfoE and InfoC p
 # %% [markdown]
 # {numref}`fig-05-table2` shows the same numbers as bars.
 
-# %% tags=["remove-input"] mystnb={"figure": {"caption": "Table 2 as bars: ours (mean ± sd over seeds, one colour per model) and the paper's value for the same cell (grey dash; its β-VAE, β-TCVAE and BioAE rows were quoted from Hsu et al. on the real datasets).", "name": "fig-05-table2"}, "image": {"alt": "Grid of bar charts, one row per score (InfoM, InfoE, InfoC) and one column per dataset: our mean score of each model as a coloured bar with its sd over seeds, the paper's value for the same cell as a grey dash; the model colours are in the legend above the grid."}}
+# %% tags=["remove-input"] mystnb={"figure": {"caption": "Table 2 as bars: ours (mean ± sd over seeds, one colour per model) and the paper's value for the same cell (grey dash; its β-VAE, β-TCVAE and BioAE rows were quoted from Hsu et al. on the real datasets).", "name": "fig-05-table2"}, "image": {"alt": "Grid of bar charts, one row per score (InfoM, InfoE, InfoC) and one column per dataset: our mean score of each model as a coloured bar with its sd over seeds, the paper's value for the same cell as a grey dash; the models are named under the bottom row and by colour in the legend above the grid."}}
 long = bench.scores.melt(id_vars=["dataset", "model", "seed"], value_vars=list(INFOMEC),
                          var_name="score", value_name="value")
 long = long[long["model"].isin(MODELS)]
@@ -354,7 +363,11 @@ for (score, ds_label), ax in g.axes_dict.items():
     ax.scatter(range(len(MODELS)), [paper.TABLE2[m][label_to_ds[ds_label]][idx] for m in MODELS],
                marker="_", s=300, color=plotting.PAPER_COLOR, zorder=5, label="paper")
 g.set_titles("{row_name} | {col_name}")
-g.set(ylim=(0, 1), xlabel="", xticklabels=[])  # the legend names the models by colour
+g.set(ylim=(0, 1), xlabel="")
+for ax in g.axes[-1]:  # the bottom row names the models (the legend gives their colours)
+    ax.tick_params(axis="x", labelrotation=45)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
 handles = [plt.Rectangle((0, 0), 1, 1, color=c, label=MODEL_LABELS[m])
            for m, c in zip(MODELS, sns.color_palette(n_colors=len(MODELS)))]
 handles.append(plt.Line2D([], [], marker="_", ms=14, mew=2, ls="none", color=plotting.PAPER_COLOR, label="paper"))
@@ -383,6 +396,10 @@ glue_tally("vs_baselines", {f"{MODEL_LABELS[b]} in {SCORE_LABELS[s]}": verdicts[
                             for b in BASELINES for s in ("infom", "infoe")})
 glue("n_vs_baselines", 2 * len(BASELINES))
 glue("n_datasets", len(P.datasets))
+
+
+# %% tags=["remove-cell"]
+glue("takeaway_tally", claim_text.tally_text("05_disentanglement", verdicts, profile))  # the box at the top
 
 # %% [markdown]
 # (ch05-verdict)=

@@ -33,7 +33,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from nearid.book import plotting, results, scorecard, summary_figures
+from nearid.book import claim_text, plotting, results, scorecard, summary_figures
 from nearid.book.profiles import READS, resolve
 from nearid.book.results import glue
 from nearid.claims import COUNTED_KINDS
@@ -106,6 +106,22 @@ plt.show()
 display(Markdown(scorecard.tallies_markdown(scorecard.chapter_tallies(claims))))
 
 # %% [markdown]
+# (summary-claim-by-claim)=
+# ## Claim by claim
+#
+# Each claim of the paper tested here, in the paper's words, under the part of the paper
+# that makes it: what we find (our estimate with its 95% interval, rounded as in the tables,
+# the paper's number for the same quantity, and n, the units the interval resamples), why we
+# read it so, and what result would change our reading. A claim the paper makes for several
+# model pairs or datasets is one paragraph with a finding for each, named by the paper's
+# row; after "ours" comes what our number measures, on which of our models (small stand-ins
+# trained here, or generated data, never the paper's own). Every word that depends on a
+# number is computed from the chapters' results when the page is built.
+
+# %% tags=["remove-input"]
+display(Markdown(claim_text.claims_markdown(claims)))
+
+# %% [markdown]
 # ## The claims
 #
 # One row per statement, grouped by kind, in the order of the chapters and of the paper's
@@ -152,7 +168,7 @@ display(Markdown(scorecard.to_markdown(claims)))
 # another, our difference against the paper's, by verdict; the claims tested as "the same"
 # or "in the paper's range" are in {numref}`fig-07-claims` and the tables above.
 
-# %% tags=["remove-input"] mystnb={"image": {"alt": "Four scatter plots of our numbers against the paper's: Table 1's alignment errors, the scores of Tables 2 to 4, Table 1's ICA efficiency with the paper's range shaded, and the claims saying one number is higher than another, our difference with its interval against the paper's, marked by verdict."}, "figure": {"caption": "Ours against the paper's, one direction of \"better\" per panel. Top left: Table 1's alignment errors (lower is better), by family. Top right: Table 2's InfoM, InfoE, InfoC, Table 3's AUROC and sparsity and Table 4's concentration (higher is better). Bottom left: Table 1's ICA efficiency, the share of the permutation-rigid gap ICA closes (higher is better; shaded: the paper's range). Bottom right: each claim saying one number is higher than another, our difference (95% interval) against the paper's, marked by verdict; above the dashed line is the paper's side. The grey line is equality.", "name": "fig-07-tables"}}
+# %% tags=["remove-input"] mystnb={"image": {"alt": "Four scatter plots of our numbers against the paper's: Table 1's alignment errors, the scores of Tables 2 to 4, Table 1's ICA efficiency with the paper's range shaded, and the claims saying one number is higher than another, our difference with its interval against the paper's, marked by verdict."}, "figure": {"caption": "Ours against the paper's, one direction of \"better\" per panel. Top left: Table 1's alignment errors (lower is better), by family. Top right: Table 2's InfoM, InfoE, InfoC, Table 3's AUROC and sparsity and Table 4's concentration (higher is better). Bottom left: Table 1's ICA efficiency, the share of the permutation-rigid gap ICA closes (higher is better; shaded: the paper's range). Bottom right: each claim saying one number is higher than another, our difference (95% interval) against the paper's, marked by verdict; above the dashed line is the paper's side. The grey line is equality. Points are named by the paper's rows; ours are the stand-ins the claims' tables name (MNIST CNNs for CheXpert, a tiny GPT-NeoX for Pythia, procedural analogues of the datasets, a simulated screen).", "name": "fig-07-tables"}}
 fig = summary_figures.plot_ours_vs_paper(comparison, claims)
 plt.show()
 
@@ -160,7 +176,7 @@ plt.show()
 results.save(results_path, {
     "counts": counts, "counts_fdr": counts_fdr, "outcomes": outcomes, "counts_by_kind": by_kind, "n_claims": len(counted), "n_rows": len(claims),
     "missing": missing,
-    "claims": claims.drop(columns=["claim"]).to_dict(orient="records"),
+    "claims": claims.drop(columns=["claim", "ours_label"]).to_dict(orient="records"),
     "n_paper_numbers": len(comparison),
 }, params=P, profile=profile)
 

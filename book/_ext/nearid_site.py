@@ -1,5 +1,10 @@
 """A Sphinx extension for the book's site (``sphinx.local_extensions`` in ``_config.yml``):
-no page refers to a script outside the site.
+no page refers to a script outside the site, and wide tables can stack on a phone.
+
+Tables of four or more columns get the class ``nearid-stack`` and each body cell a
+``data-label`` naming its column, so that ``_static/nearid-phone.css`` can show them on a
+narrow screen as one block per row, each value under its column's name, instead of a table
+wider than the screen (:func:`label_table_cells`).
 
 Jupyter Book 1 always loads sphinx-thebe, whatever ``_config.yml`` says: it writes an inline
 script defining ``THEBE_JS_URL = "https://unpkg.com/thebe@.../lib/index.js"`` into every page
@@ -19,6 +24,8 @@ every asset (``html_assets_policy = "always"``).
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
 THEBE_FILES = ("sphinx-thebe.js", "sphinx-thebe.css")
@@ -49,7 +56,51 @@ def share_html_handlers(app) -> None:
     app.set_html_assets_policy("always")
 
 
+STACK_FROM_COLUMNS = 4  # narrower tables fit a phone's column as they are
+_TABLE = re.compile(r"<table(?P<attrs>[^>]*)>(?P<body>.*?)</table>", re.S)
+_ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S)
+_CELL = re.compile(r"<(t[hd])(\b[^>]*)>", re.S)
+_TAGS = re.compile(r"<[^>]+>")
+
+
+def _label_one(match: re.Match) -> str:
+    attrs, body = match["attrs"], match["body"]
+    head = body[:body.find("</thead>")] if "</thead>" in body else ""
+    header_rows = _ROW.findall(head)
+    if not header_rows:
+        return match[0]
+    names = [html.unescape(_TAGS.sub("", c)).strip() for c in re.findall(r"<th[^>]*>(.*?)</th>", header_rows[-1], re.S)]
+    if len(names) < STACK_FROM_COLUMNS:
+        return match[0]
+
+    def label_row(row: re.Match) -> str:
+        cells = iter(names)
+        return _CELL.sub(lambda c: f'<{c[1]}{c[2]} data-label="{html.escape(next(cells, ""), quote=True)}">', row[0])
+
+    tail = body[len(head):]
+    tail = re.sub(r"<tr[^>]*>.*?</tr>", label_row, tail, flags=re.S)
+    if 'class="' in attrs:
+        attrs = attrs.replace('class="', 'class="nearid-stack ', 1)
+    else:
+        attrs += ' class="nearid-stack"'
+    return f"<table{attrs}>{head}{tail}</table>"
+
+
+def label_table_cells(body: str) -> str:
+    """Every table of ``body`` (a page's HTML) with at least :data:`STACK_FROM_COLUMNS` header
+    cells in its last header row: marked ``nearid-stack``, each body cell labelled with its
+    column's header text (``data-label``), in order. Other tables are left as they are."""
+    return _TABLE.sub(_label_one, body)
+
+
+def stackable_tables(app, pagename, templatename, context, doctree) -> None:
+    """``html-page-context``: label the page's wide tables for the phone layout."""
+    if isinstance(context.get("body"), str):
+        context["body"] = label_table_cells(context["body"])
+
+
 def setup(app) -> dict[str, Any]:
     app.connect("html-page-context", drop_thebe_assets)
+    app.connect("html-page-context", stackable_tables)
     app.connect("builder-inited", share_html_handlers)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

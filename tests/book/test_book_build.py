@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nearid.book import runner
+from nearid.book import pdf, phone, runner
 
 
 @pytest.fixture(scope="module")
@@ -48,12 +48,44 @@ def test_every_page_of_a_chapter_is_built_with_its_title(built_book, root):
     for ch in runner.list_chapters(root):
         for name in page_names(ch.source)[1:]:
             html = (built_book / "book" / "pages" / f"{name}.html").read_text()
-            title = re.search(r"<h1>([^<]+)", html)
+            title = re.search(r'<h1>(?:<span class="section-number">[^<]*</span>)?([^<]+)', html)
             assert title, f"{name} has no title"
             titles.append(title.group(1).strip())
             if name.endswith("-exercises"):
                 assert title.group(1).strip().startswith("Exercises: "), title.group(1)
     assert len(titles) == len(set(titles)), "every page has its own sidebar title"
+
+
+def test_tables_and_figures_are_numbered_by_chapter(built_book, root):
+    """"Table 4.2", never "Table 39": the book's own numbers never read as the paper's Tables
+    1-4 (the chapters' part of the table of contents is numbered)."""
+    from nearid.book.pages import page_names
+
+    seen = 0
+    for ch in runner.list_chapters(root):
+        number = int(ch.key[:2])
+        for name in page_names(ch.source):
+            html = (built_book / "book" / "pages" / f"{name}.html").read_text()
+            for label in re.findall(r'caption-number">((?:Table|Fig\.) [^<]*)<', html):
+                seen += 1
+                assert re.fullmatch(rf"(Table|Fig\.) {number}\.\d+ ", label), f"{name}: {label!r}"
+    assert seen > 20, "the chapters show their tables and figures with numbers"
+
+
+@pytest.mark.skipif(pdf.find_browser() is None, reason="no Chromium on this machine (the phone check needs one)")
+def test_every_chapter_page_reads_on_a_phone(built_book):
+    """At 390 px in Chromium: no table wider than the article's column, no figure whose
+    smallest text shows below 9 px (nearid.book.phone)."""
+    site = built_book.parents[1]
+    text_px = phone.drawn_text_px(sorted((site / "book" / "pages").glob("*.ipynb")))
+    assert text_px, "the figures recorded the size of their text"
+    said, images = [], 0
+    for page in sorted((built_book / "book" / "pages").glob("*.html")):
+        measured = phone.measure(pdf.find_browser(), page)
+        images += sum(Path(im["src"]).stem in text_px for im in measured["images"])
+        said += phone.problems(measured, text_px, page=page.name)
+    assert images >= 10, "the figures were found on the pages"
+    assert not said, "\n".join(said)
 
 
 def test_no_page_loads_anything_from_outside_the_site(built_book):

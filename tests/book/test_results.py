@@ -53,6 +53,12 @@ def test_glue_verdict_one_contract_for_verdicts_records_and_rows(monkeypatch):
         results.glue_verdict("c", form, digits=2, signed=True)
         assert glued == {"c_estimate": "+0.01", "c_low": "-0.50", "c_high": "+inf", "c_n": 1,
                          "c_verdict": "inconclusive", "c_reads": "is inconclusive"}
+    # a finite interval: rounded as the tables round it, to the decimal its width sets
+    results.glue_verdict("f", Verdict(0.01234, -0.0012, 0.0256, "inconclusive", 5, "t"), signed=True)
+    assert (glued["f_estimate"], glued["f_low"], glued["f_high"]) == ("+0.012", "-0.001", "+0.026")
+    results.glue_verdict("g", Verdict(-0.000862, -0.0911, 0.0893, "inconclusive", 3, "t"))
+    assert (glued["g_estimate"], glued["g_low"], glued["g_high"]) == ("0.00", "-0.09", "0.09"), \
+        "prose shows what the table shows, not -0.000862 [-0.0911, 0.0893]"
 
 
 def test_glue_tally_names_each_group_and_says_none(monkeypatch):

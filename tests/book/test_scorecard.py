@@ -168,7 +168,7 @@ def test_claims_per_dataset_fold_into_one_statement():
     row = next(line for line in md.splitlines() if "is higher than the AE's" in line)
     assert row.index("✗") < row.index("?") < row.index("✓") < row.index("AE + ICA"), \
         "the verdict column comes first, one chip per dataset in the facets' order"
-    assert "{ref}`Falcor3D <ch05-verdict>`: ours" in row and row.count("<br>") == 3
+    assert "{ref}`Falcor3D (stand-in: procedural Falcor3D analogue) <ch05-verdict>`: ours" in row and row.count("<br>") == 3
     assert md.count("::::{dropdown}") == 3 and "`ica_vs_ae_infom_falcor3d`" in md
     assert md.count(":::{table}") == 6 and ":name: tbl-07-paper-number" in md
     assert "profile" not in md

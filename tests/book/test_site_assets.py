@@ -40,3 +40,21 @@ def test_only_thebe_assets_are_recognised(root):
     spec.loader.exec_module(site)
     assert site.is_thebe_asset("sphinx-thebe.js") and site.is_thebe_asset("_static/sphinx-thebe.css")
     assert not site.is_thebe_asset("_static/doctools.js") and not site.is_thebe_asset(None)
+
+
+def test_wide_tables_are_labelled_for_the_phone_layout(root):
+    spec = importlib.util.spec_from_file_location("nearid_site", root / "book" / "_ext" / "nearid_site.py")
+    nearid_site = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nearid_site)
+    wide = ('<table class="nearid-table table" id="t"><caption>c</caption><thead><tr><th class="head">a</th>'
+            '<th class="head"><p>b &amp; c</p></th><th>d</th><th>e</th></tr></thead><tbody>'
+            '<tr class="row-even"><th class="stub"><p>x</p></th><td><p>1</p></td><td>2</td><td>3</td></tr>'
+            '<tr><th>y</th><td>4</td><td>5</td><td>6</td></tr></tbody></table>')
+    narrow = "<table><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>1</td><td>2</td></tr></tbody></table>"
+    out = nearid_site.label_table_cells(f"<p>before</p>{wide}<p>between</p>{narrow}")
+    assert 'class="nearid-stack nearid-table table"' in out
+    assert '<th class="stub" data-label="a"><p>x</p></th><td data-label="b &amp; c"><p>1</p></td>' in out
+    assert '<td data-label="e">6</td>' in out and out.count("data-label=") == 8, "body cells only, in order"
+    assert narrow in out, "a table of fewer than four columns is left as it is"
+    assert nearid_site.label_table_cells("<table><tr><td>no head</td></tr></table>") == \
+        "<table><tr><td>no head</td></tr></table>"

@@ -132,11 +132,23 @@ def glue_verdict(name: str, v: Any, digits: int = 3, signed: bool = False) -> No
     :func:`interval_text`), ``_n`` (where ``v`` has one), ``_verdict`` (the word) and ``_reads`` (the phrase that
     completes "the claim ...": "holds", "fails", "is inconclusive").
 
-    ``v`` is a :class:`nearid.verdicts.Verdict`, a claim record (dict) or a table row.
+    ``v`` is a :class:`nearid.verdicts.Verdict`, a claim record (dict) or a table row. The
+    three numbers are rounded as every table of the book rounds them, to the decimal the
+    interval's width sets (:func:`nearid.book.scorecard.format_estimate`); ``digits`` decimals
+    only where the interval has no finite width (an interval from one unit is unbounded).
     """
+    from nearid.book.scorecard import format_at, interval_decimals
+
     get = (lambda k: getattr(v, k)) if hasattr(v, "estimate") and not isinstance(v, dict) else v.__getitem__
+    decimals = interval_decimals(float(get("low")), float(get("high")))
     for part in ("estimate", "low", "high"):
-        glue(f"{name}_{part}", interval_text(float(get(part)), digits, signed))
+        value = float(get(part))
+        if decimals is None or not math.isfinite(value):
+            text = interval_text(value, digits, signed)
+        else:
+            text = format_at(value, decimals)
+            text = f"+{text}" if signed and value > 0 and not text.startswith("-") else text
+        glue(f"{name}_{part}", text)
     with contextlib.suppress(KeyError, AttributeError, TypeError):  # a table row may carry no n
         glue(f"{name}_n", int(get("n")))
     glue(f"{name}_verdict", str(get("verdict")))

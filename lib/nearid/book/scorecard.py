@@ -76,9 +76,9 @@ def missing_text(results: dict[str, dict | None], other: dict[str, str], profile
     return ", ".join(said) or "none"
 
 
-CLAIM_COLUMNS = ["chapter", "claim_id", "claim", "kind", "paper", "ours", "low", "high", "verdict", "method", "n",
-                 "unit", "min_n", "retraining", "test", "margin", "mde", "ica_converged", "section", "profile",
-                 "outcome", "units_needed", "verdict_fdr"]
+CLAIM_COLUMNS = ["chapter", "claim_id", "claim", "ours_label", "kind", "paper", "ours", "low", "high", "verdict",
+                 "method", "n", "unit", "min_n", "retraining", "test", "margin", "mde", "ica_converged", "section",
+                 "profile", "outcome", "units_needed", "verdict_fdr"]
 
 # What a counted claim's interval says, in the headline's words (issue 35): the raw verdict
 # split where "inconclusive" hides two different findings, and a verdict that rests on an
@@ -133,6 +133,7 @@ def claims_table(results: dict[str, dict | None]) -> pd.DataFrame:
             for claim_id, rec in (res.get(block) or {}).items():
                 entry = declared.get(claim_id)
                 rows.append({"chapter": key, "claim_id": claim_id, "claim": rec["claim"],
+                             "ours_label": rec.get("ours_label"),
                              "kind": entry.kind if entry else "undeclared", "paper": rec.get("paper"),
                              "ours": rec["estimate"], "low": rec["low"], "high": rec["high"],
                              "verdict": rec["verdict"], "method": rec.get("method"), "n": rec.get("n"),
@@ -450,7 +451,9 @@ def _claims_lines(claims: pd.DataFrame, stmts: pd.DataFrame) -> list[str]:
     """One table line per statement, in two columns so a phone shows both: the verdict, and
     the statement with its numbers under it. A folded statement shows one chip per subject
     in the verdict column and, under the statement, one line per subject: its chip, its
-    name (linked), its numbers."""
+    name (linked) with what stands in for it (:func:`nearid.standins.labelled`), its numbers."""
+    from nearid.standins import labelled
+
     small = '<span style="font-size:0.9em">'
     lines = []
     for s in stmts.itertuples():
@@ -458,7 +461,7 @@ def _claims_lines(claims: pd.DataFrame, stmts: pd.DataFrame) -> list[str]:
         text = f"{rs[0].chapter[:2]} · {_escape(s.text)}"
         if s.facets:
             verdict = " ".join(verdict_chip(shown_verdict(r)) for r in rs)
-            numbers = "<br>".join(f"{verdict_cell(shown_verdict(r), r.section, f)}: {numbers_text(r)}"
+            numbers = "<br>".join(f"{verdict_cell(shown_verdict(r), r.section, labelled(f))}: {numbers_text(r)}"
                                   for r, f in zip(rs, s.facets))
         else:
             verdict = verdict_cell(shown_verdict(rs[0]), rs[0].section)
