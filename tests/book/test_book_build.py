@@ -74,8 +74,9 @@ def test_tables_and_figures_are_numbered_by_chapter(built_book, root):
 
 @pytest.mark.skipif(pdf.find_browser() is None, reason="no Chromium on this machine (the phone check needs one)")
 def test_every_chapter_page_reads_on_a_phone(built_book):
-    """At 390 px in Chromium: no table wider than the article's column, no figure whose
-    smallest text shows below 9 px (nearid.book.phone)."""
+    """At 390 px in Chromium: no table wider than the article's column, no shown code line
+    cut off, no figure whose smallest text shows below 9 px (nearid.book.phone); and at
+    1280 px no shown code line cut off either."""
     site = built_book.parents[1]
     text_px = phone.drawn_text_px(sorted((site / "book" / "pages").glob("*.ipynb")))
     assert text_px, "the figures recorded the size of their text"
@@ -84,6 +85,8 @@ def test_every_chapter_page_reads_on_a_phone(built_book):
         measured = phone.measure(pdf.find_browser(), page)
         images += sum(Path(im["src"]).stem in text_px for im in measured["images"])
         said += phone.problems(measured, text_px, page=page.name)
+        wide = phone.measure(pdf.find_browser(), page, width=1280)
+        said += [f"at 1280 px: {s}" for s in phone.problems({**wide, "tables": [], "images": []}, {}, page.name)]
     assert images >= 10, "the figures were found on the pages"
     assert not said, "\n".join(said)
 

@@ -16,8 +16,10 @@ def test_problems_name_wide_tables_and_small_text():
                 "images": [{"src": "../../_images/aa.png", "shown": 358, "drawn": 840},
                            {"src": "../../_images/bb.png", "shown": 672, "drawn": 672},
                            {"src": "../../_images/cc.png", "shown": 100, "drawn": 840}]}
+    measured["code"] = [{"width": 600, "scroll": 600, "text": "x = 1"}, {"width": 600, "scroll": 750, "text": "y"}]
     said = phone.problems(measured, {"aa": 12.5, "bb": 12.5}, page="p.html")
-    assert len(said) == 2
+    assert len(said) == 3 and "runs 150 px past its box" in said[1]
+    said = [said[0], said[2]]
     assert "table 2 ('Table 3, ours') is 500 px wide in a 358 px column" in said[0]
     assert "smallest text at 5.3 px" in said[1], "12.5 px drawn, shown at 358/840"
     assert phone.problems({"tables": [], "images": measured["images"][1:2]}, {"bb": 12.5}) == []

@@ -38,10 +38,12 @@ document.getElementById("page").addEventListener("load", () => {
     caption: (t.querySelector("caption") || {}).textContent || ""}));
   const images = [...main.querySelectorAll("img")].map(im => ({
     src: im.getAttribute("src") || "", shown: im.getBoundingClientRect().width, drawn: im.naturalWidth}));
+  const code = [...main.querySelectorAll(".cell_input pre")].map(pre => ({
+    width: pre.clientWidth, scroll: pre.scrollWidth, text: pre.textContent.slice(0, 40)}));
   const out = document.createElement("pre");
   out.id = "%(mark)s";
   out.textContent = JSON.stringify({column: column, viewport: doc.defaultView.innerWidth, tables: tables,
-                                    images: images});
+                                    images: images, code: code});
   document.body.appendChild(out);
 });
 </script>
@@ -97,12 +99,16 @@ def drawn_text_px(notebooks: list[Path]) -> dict[str, float]:
 
 def problems(measured: dict, text_px: dict[str, float], page: str = "") -> list[str]:
     """Sentences for what does not read at the measured width: a table wider than the column
-    (more than one pixel), a figure whose smallest text shows below :data:`MIN_TEXT_PX`."""
+    (more than one pixel), a shown code cell whose lines run past its box (cut off), a figure
+    whose smallest text shows below :data:`MIN_TEXT_PX`."""
     said = []
     for t in measured["tables"]:
         if t["width"] > t["column"] + 1:
             said.append(f"{page}: table {t['index'] + 1} ({t['caption'][:50]!r}) is {t['width']:.0f} px wide in a "
                         f"{t['column']:.0f} px column")
+    for c in measured.get("code", []):
+        if c["scroll"] > c["width"] + 1:
+            said.append(f"{page}: a code cell ({c['text']!r}...) runs {c['scroll'] - c['width']} px past its box")
     for im in measured["images"]:
         key = Path(im["src"]).stem
         if key in text_px and im["drawn"]:
