@@ -57,7 +57,7 @@ import nearid
 from nearid import paper
 from nearid.book import claim_text, plotting, results, tables
 from nearid.book.profiles import resolve
-from nearid.book.results import glue
+from nearid.book.results import glue, glue_verdict
 from nearid.claims import registry as claims_registry
 from nearid.experiments import ch03_bilipschitz as ch03
 from nearid.experiments.ch03_bilipschitz import (BiLipschitzSweep, chapter_sweeps, fit_sweeps, fit_theory_curve,
@@ -244,10 +244,9 @@ for name, value in dict(a_lo=a_lo, a_hi=a_hi, wd_lo=wd_lo, wd_hi=wd_hi,
                         spread_a_lo=spread.loc[a_lo], spread_a_hi=spread.loc[a_hi],
                         L_lo_wd_lo=at_lo.loc[wd_lo, "L_mean"], L_lo_wd_hi=at_lo.loc[wd_hi, "L_mean"],
                         L_hi_wd_lo=at_hi.loc[wd_lo, "L_mean"], L_hi_wd_hi=at_hi.loc[wd_hi, "L_mean"],
-                        knob_est=knob.estimate, knob_lo=knob.low, knob_hi=knob.high, knob_n=knob.n,
-                        knob_factor=float(np.exp(knob.estimate)),
-                        knob_verdict=knob.verdict).items():
+                        knob_factor=float(np.exp(knob.estimate))).items():
     glue(name, value)
+glue_verdict("knob", knob)  # knob_estimate, _low, _high, _n, _verdict, rounded as the tables round
 glue("tightens_at", f"{a_hi:g} (the linear end)" if knob.estimate > 0 else f"{a_lo:g} (the ReLU end)")
 top = sweep.models_.loc[sweep.models_.L_mean.idxmax()]
 glue("extreme_sentence", f"The largest single-model L_mean is {top.L_mean:.2f} (alpha {top.alpha:g}, weight decay "
@@ -265,7 +264,7 @@ glue("wd_effect", {frozenset({-1.0}): "Weight decay lowers L at both ends of the
 # averaged over seeds and weight decays, $L_{\mathrm{mean}}$ is {glue:text}`L_a_lo:.2f` at
 # $\alpha=${glue:text}`a_lo:g` and {glue:text}`L_a_hi:.2f` at $\alpha=${glue:text}`a_hi:g`, and
 # $L_{\max}$ {glue:text}`Lmax_a_lo:.2f` and {glue:text}`Lmax_a_hi:.2f`. Paired by seed and
-# weight decay ({glue:text}`knob_n` pairs of models), $\log L_{\mathrm{mean}}$ at $\alpha=${glue:text}`a_lo:g` minus at $\alpha=${glue:text}`a_hi:g` is {glue:text}`knob_est:.2f` (a factor of {glue:text}`knob_factor:.2f`; 95% interval {glue:text}`knob_lo:.2f` to {glue:text}`knob_hi:.2f`; that the linear end has the smaller constant, verdict: **{glue:text}`knob_verdict`**).
+# weight decay ({glue:text}`knob_n` pairs of models), $\log L_{\mathrm{mean}}$ at $\alpha=${glue:text}`a_lo:g` minus at $\alpha=${glue:text}`a_hi:g` is {glue:text}`knob_estimate` (a factor of {glue:text}`knob_factor:.2f`; 95% interval {glue:text}`knob_low` to {glue:text}`knob_high`; that the linear end has the smaller constant, verdict: **{glue:text}`knob_verdict`**).
 # Logarithms, as the registry declares: $B(z) = 1 + L(z)$ tightening around 1 is $L$ shrinking by a factor, and one model with a large $L$ cannot decide it alone. The spread of $B(z)$ across
 # images (90th over 10th percentile) is {glue:text}`spread_a_lo:.2f` at
 # $\alpha=${glue:text}`a_lo:g` and {glue:text}`spread_a_hi:.2f` at $\alpha=${glue:text}`a_hi:g`,
@@ -333,21 +332,14 @@ verdicts["rigid_rises_with_Lmax"] = claim(
     "(the two rank correlations equal within the declared margin)", section="ch03-rigid",
     ours_label="Spearman rho(L_max, error) - rho(L_mean, error) over pairs of seeds",
     test="equivalence", margin=a4_margin)
-glue("a4_diff", same.estimate)
-glue("a4_lo", same.low)
-glue("a4_hi", same.high)
-glue("a4_verdict", same.verdict)
+glue_verdict("a4", same, signed=True)
 glue("a4_margin", a4_margin)
 if "nonlinear" in rho:
     verdicts["rigid_rises_with_L_nonlinear"] = claim(
         rho["nonlinear"], "Figure 2, non-linear decoders only (alpha < 1): the rigid error rises with L",
         section="ch03-rigid", ours_label="Spearman rho(L_mean, rigid error), pairs with alpha < 1")
 for key, v in rho.items():
-    glue(f"rho_{key}", v.estimate)
-    glue(f"rho_{key}_lo", v.low)
-    glue(f"rho_{key}_hi", v.high)
-    glue(f"rho_{key}_verdict", v.verdict)
-    glue(f"rho_{key}_n", v.n)
+    glue_verdict(f"rho_{key}", v)
 glue("nonlinear_sentence", (
     f"Without the linear decoders ({rho['nonlinear'].n} pairs with alpha < 1) it is "
     f"{rho['nonlinear'].estimate:.2f} (95% interval {rho['nonlinear'].low:.2f} to {rho['nonlinear'].high:.2f}; "
@@ -369,14 +361,14 @@ for name, value in dict(fit_b=f_mean.b, fit_c=f_mean.c, fit_r2=f_mean.r2, fit_r2
 # %% [markdown]
 # Over the pairs of seeds of {glue:text}`rho_all_n` settings (the interval resamples whole
 # settings, since a setting's pairs share models), the Spearman rank correlation between
-# $L_{\mathrm{mean}}$ and the rigid error is {glue:text}`rho_all:.2f` (95% interval
-# {glue:text}`rho_all_lo:.2f` to {glue:text}`rho_all_hi:.2f`; that the rigid error rises
+# $L_{\mathrm{mean}}$ and the rigid error is {glue:text}`rho_all_estimate` (95% interval
+# {glue:text}`rho_all_low` to {glue:text}`rho_all_high`; that the rigid error rises
 # with $L$, verdict: **{glue:text}`rho_all_verdict`**). With $L_{\max}$ (Figure A.4) it is
-# {glue:text}`rho_max:.2f` ({glue:text}`rho_max_lo:.2f` to {glue:text}`rho_max_hi:.2f`).
+# {glue:text}`rho_max_estimate` ({glue:text}`rho_max_low` to {glue:text}`rho_max_high`).
 # Figure A.4's caption says the proportionality "does not appear to differ" between the two
 # estimates, so we test that as equivalence: the difference of the two correlations is
-# {glue:text}`a4_diff:+.2f` (95% bootstrap interval over settings {glue:text}`a4_lo:+.2f` to
-# {glue:text}`a4_hi:+.2f`), against a margin of ±{glue:text}`a4_margin` declared in the
+# {glue:text}`a4_estimate` (95% bootstrap interval over settings {glue:text}`a4_low` to
+# {glue:text}`a4_high`), against a margin of ±{glue:text}`a4_margin` declared in the
 # registry of claims; verdict: **{glue:text}`a4_verdict`**. {glue:text}`nonlinear_sentence`. Setting means of
 # the rigid error range from {glue:text}`rigid_min:.3f` to {glue:text}`rigid_max:.3f` of the
 # codes' diameter.
@@ -389,8 +381,8 @@ for name, value in dict(fit_b=f_mean.b, fit_c=f_mean.c, fit_r2=f_mean.r2, fit_r2
 # origin, as the bound alone would have it, the same curve gives $R^2$ =
 # {glue:text}`fit_r2_origin:.2f`{glue:text}`origin_clause`. The
 # affine map leaves {glue:text}`linear_mean:.3f` on average, and its error's rank
-# correlation with $L_{\mathrm{mean}}$ is {glue:text}`rho_lin:.2f` ({glue:text}`rho_lin_lo:.2f`
-# to {glue:text}`rho_lin_hi:.2f`).
+# correlation with $L_{\mathrm{mean}}$ is {glue:text}`rho_lin_estimate` ({glue:text}`rho_lin_low`
+# to {glue:text}`rho_lin_high`).
 #
 # (ch03-recon)=
 # ## Reconstruction (Figure A.5)
@@ -415,17 +407,17 @@ verdicts["recon_improves_with_L"] = claim(
     rec_v, "Figure A.5: reconstruction improves as the bi-Lipschitz constant grows", section="ch03-recon",
     ours_label="Spearman rho(L_mean, -reconstruction MSE) over models")
 rec = summary.groupby("alpha").recon_error.mean()
-for name, value in dict(rec_rho=rec_v.estimate, rec_lo=rec_v.low, rec_hi=rec_v.high, rec_verdict=rec_v.verdict,
-                        rec_n=rec_v.n, rec_a_lo=rec.loc[a_lo], rec_a_hi=rec.loc[a_hi]).items():
-    glue(name, value)
+for name, alpha in (("rec_a_lo", a_lo), ("rec_a_hi", a_hi)):
+    glue(name, rec.loc[alpha])
+glue_verdict("rec", rec_v)
 glue("rec_sentence", "As in the paper's Figure A.5, the decoders closer to an isometry reconstruct worse here"
      if rec_v.estimate > 0 else "Unlike the paper's Figure A.5, the decoders closer to an isometry do not "
      "reconstruct worse here")
 
 # %% [markdown]
 # Over {glue:text}`rec_n` models, the rank correlation between $L_{\mathrm{mean}}$ and the
-# reconstruction *quality* (minus the error) is {glue:text}`rec_rho:.2f` (95% interval
-# {glue:text}`rec_lo:.2f` to {glue:text}`rec_hi:.2f`; that reconstruction improves as $L$
+# reconstruction *quality* (minus the error) is {glue:text}`rec_estimate` (95% interval
+# {glue:text}`rec_low` to {glue:text}`rec_high`; that reconstruction improves as $L$
 # grows, verdict: **{glue:text}`rec_verdict`**). The held-out error is
 # {glue:text}`rec_a_hi:.4f` at $\alpha=${glue:text}`a_hi:g`, where the (tied) autoencoder is
 # linear and can at best learn the principal $d$-dimensional subspace, against
@@ -485,11 +477,7 @@ if digit_budgets:
     first, last = digit_scale.iloc[0], digit_scale.iloc[-1]
     moves = last.estimate - first.estimate
     glue("digits", ", ".join(map(str, P.digits)))
-    glue("dig_rho", dig_v.estimate)
-    glue("dig_lo", dig_v.low)
-    glue("dig_hi", dig_v.high)
-    glue("dig_verdict", dig_v.verdict)
-    glue("dig_n", dig_v.n)
+    glue_verdict("dig", dig_v)
     glue("dig_scale_sentence", (
         f"Across the budgets {', '.join(f'{n:,}' for n in digit_scale.n_train)} the correlation goes "
         + ", ".join(f"{r:.2f}" for r in digit_scale.estimate)
@@ -500,14 +488,14 @@ if digit_budgets:
 else:
     for name in ("digits", "dig_verdict", "dig_scale_sentence"):
         glue(name, "none (digits = [])")
-    for name in ("dig_rho", "dig_lo", "dig_hi", "dig_n"):
-        glue(name, float("nan"))
+    for name in ("dig_estimate", "dig_low", "dig_high", "dig_n"):
+        glue(name, "n/a")
 
 # %% [markdown]
 # For digits {glue:text}`digits` (the pairs of seeds of {glue:text}`dig_n` settings at the largest budget;
 # grey lines: the floor-plus-shape fit per digit), the rank correlation between
-# $L_{\mathrm{mean}}$ and the rigid error is {glue:text}`dig_rho:.2f` (95% interval
-# {glue:text}`dig_lo:.2f` to {glue:text}`dig_hi:.2f`; that the error rises with $L$ in
+# $L_{\mathrm{mean}}$ and the rigid error is {glue:text}`dig_estimate` (95% interval
+# {glue:text}`dig_low` to {glue:text}`dig_high`; that the error rises with $L$ in
 # digit-specific models, verdict: **{glue:text}`dig_verdict`**). {glue:text}`dig_scale_sentence`.
 # A trend over three small budgets says which way more data points; it does not say what
 # the paper's scale would show.
@@ -560,8 +548,7 @@ glue("takeaway_tally", claim_text.tally_text("03_bilipschitz", verdicts, profile
 # show.
 
 # %% tags=["remove-cell"]
-def records(frame, keys):
-    """Tidy per-setting records for the JSON file."""
+def records(frame, keys):  # tidy per-setting records for the JSON file
     return frame[keys + ["L_mean", "L_max", "L_mean_local", "rigid_error", "linear_error", "recon_error"]].to_dict("records")
 
 results.save(results_path, {
