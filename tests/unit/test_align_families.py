@@ -168,3 +168,26 @@ def test_ica_undoes_a_planted_rotation_of_independent_sources(dead):
     res = align.compare(*_planted_rotation(dead), seed=0, ica_components="all")
     assert res.errors["ica"] < 0.03 and res.errors["rigid"] < 1e-4, res.errors
     assert res.errors["permutation"] > 0.2 and res.ica_efficiency > 0.9
+
+
+def test_one_record_per_family_names_and_draws_it_everywhere():
+    """A family's words and look come from its one record (issue 37): the table label, the
+    plot's colour, marker and axis label, and `nearid align`'s note and JSON keys agree with it."""
+    from nearid.align import FAMILIES, FAMILY_INFO, format_alignment_table
+    from nearid.align.protocol import PAPER_ORDER
+    from nearid.book import plotting, tables
+    from nearid.cli.align import JSON_KEYS
+
+    assert tuple(FAMILY_INFO) == FAMILIES and sorted(PAPER_ORDER) == sorted(FAMILIES)
+    assert all(name == f.name for name, f in FAMILY_INFO.items())
+    colors, styles = plotting.family_colors(), plotting.family_styles()
+    for name, f in FAMILY_INFO.items():
+        assert tables.FAMILY_LABELS[name] == f.label
+        assert plotting.METRIC_LABELS[name] == f.metric_label
+        assert styles[name]["marker"] == f.marker
+        assert name in JSON_KEYS
+    assert len({f.palette_index for f in FAMILY_INFO.values()}) == len(FAMILIES)
+    assert len({tuple(colors[n]) for n in FAMILIES}) == len(FAMILIES)
+    text = format_alignment_table({name: 0.1 for name in FAMILIES}
+                                  | {"n_fit": 10, "n_eval": 10, "dim_a": 3, "dim_b": 3, "measures": []})
+    assert all(f.note in text for f in FAMILY_INFO.values())

@@ -42,10 +42,12 @@ from nearid.align.measures import (
 from nearid.align.protocol import (
     EFFICIENCY_MIN_GAP,
     FAMILIES,
+    FAMILY_INFO,
     ICA_COMPONENTS,
     ICA_MAX_COMPONENTS,
     ICA_MAX_ITER,
     ICA_MAX_ROWS,
+    Family,
     ICASettings,
     check_pair,
     ica_efficiency,
@@ -73,8 +75,8 @@ def __dir__():
 
 
 __all__ = [
-    "EFFICIENCY_MIN_GAP", "FAMILIES", "ICA_COMPONENTS", "ICA_MAX_COMPONENTS", "ICA_MAX_ITER", "ICA_MAX_ROWS",
-    "MEASURES", "METRICS", "AlignmentResult", "ICAAlignment", "ICASettings", "LinearAlignment", "RigidAlignment",
+    "EFFICIENCY_MIN_GAP", "FAMILIES", "FAMILY_INFO", "ICA_COMPONENTS", "ICA_MAX_COMPONENTS", "ICA_MAX_ITER", "ICA_MAX_ROWS",
+    "MEASURES", "METRICS", "AlignmentResult", "Family", "ICAAlignment", "ICASettings", "LinearAlignment", "RigidAlignment",
     "SignedPermutationAlignment", "abs_correlation", "alignment_table", "bures_distance", "cca", "check_pair",
     "compare", "compare_layers", "debiased_cka", "format_alignment_table", "ica_efficiency", "ica_settings",
     "latent_diameter", "linear_cka", "make_alignment", "match_columns", "minibatch_cka", "mutual_knn",

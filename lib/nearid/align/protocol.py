@@ -20,7 +20,40 @@ from nearid.ica_protocol import DEFAULT_COMPONENTS
 if TYPE_CHECKING:
     from nearid.ica import WhitenedICA
 
-FAMILIES = ("permutation", "rigid", "linear", "ica")
+
+@dataclass(frozen=True)
+class Family:
+    """How the book and ``nearid align`` name and draw one transform family: one record, so
+    a table, a plot and the command line cannot disagree on a family's words or look.
+
+    The estimator itself is :mod:`nearid.align.families` (float64, the obvious way); the
+    streaming engine's map from cross-products is :mod:`nearid.align.engine`."""
+
+    name: str  #: the key of the family's error in every result ("rigid")
+    label: str  #: how a reader names it in a table ("signed permutation")
+    metric_label: str  #: the axis label of its error in a plot
+    note: str  #: one line on what the map may do (``nearid align``'s table)
+    palette_index: int  #: its colour: an index into the book's palette (nearid.book.plotting)
+    marker: str  #: its matplotlib marker
+    dashes: tuple[float, ...] = ()  #: its seaborn line dashes (() is a solid line)
+
+
+FAMILY_INFO: dict[str, Family] = {f.name: f for f in (
+    Family("permutation", "signed permutation", "signed-permutation error", "signed permutation + per-axis scale",
+           palette_index=0, marker="o"),
+    Family("rigid", "rigid", "rigid (rotation + scale) error", "rotation/reflection + global scale + shift",
+           palette_index=1, marker="s", dashes=(4, 2)),
+    Family("linear", "linear", "linear (affine) error", "any affine map", palette_index=2, marker="^",
+           dashes=(1, 1.5)),
+    Family("ica", "whitening + ICA", "whiten + ICA error", "whiten + ICA each side, match components",
+           palette_index=3, marker="D", dashes=(6, 2, 1, 2)),
+)}
+"""Every transform family, from most to least constrained but ICA last (the order of
+:data:`FAMILIES`, which every result and table keeps)."""
+FAMILIES = tuple(FAMILY_INFO)
+PAPER_ORDER = ("permutation", "ica", "rigid", "linear")
+"""The paper's ordering of the families' errors, worst to best (its Table 1): what chapter 04
+tests link by link and the summary plots against the paper."""
 FAMILY = Options(FAMILIES, noun="family")
 # The ICA family's protocol, used by chapter 04 and `nearid align`: whiten each side onto the
 # leading components holding this share of the fit rows' variance (at most one per ten rows;

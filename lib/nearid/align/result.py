@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nearid.align.measures import MEASURES
-from nearid.align.protocol import EFFICIENCY_MIN_GAP
+from nearid.align.protocol import EFFICIENCY_MIN_GAP, FAMILY_INFO
 from nearid.ica_protocol import LOW_VARIANCE
 
 
@@ -141,10 +141,7 @@ def format_alignment_table(res: dict) -> str:
         if abs(res["permutation"] - res["rigid"]) < EFFICIENCY_MIN_GAP:
             eff_note += (f"; not defined: perm and rigid differ by less than {EFFICIENCY_MIN_GAP:.1e} "
                          "(numerical noise), there is no gap to close")
-    notes = {"permutation": "signed permutation + per-axis scale",
-             "rigid": "rotation/reflection + global scale + shift",
-             "linear": "any affine map",
-             "ica": "whiten + ICA each side, match components"}
+    notes = {name: family.note for name, family in FAMILY_INFO.items()}
     intervals = res.get("intervals") or {}
 
     def val(key):

@@ -20,6 +20,8 @@ from typing import Any
 import matplotlib as mpl
 import seaborn as sns
 
+from nearid.align.protocol import FAMILY_INFO
+
 COLUMN_PX = 672  # sphinx-book-theme's article column at a 1280 px window
 DPI = 100  # pixels per inch of the book's PNGs (no retina doubling: 1 drawn px = 1 CSS px)
 WIDTH = COLUMN_PX / DPI  # inches: a figure this wide fills the column at 1:1
@@ -53,14 +55,13 @@ def use_style() -> None:
 def family_colors() -> dict[str, tuple]:
     """A fixed colour per transform family, so every chapter reads the same."""
     pal = sns.color_palette(BOOK_PALETTE, 7)
-    return {"permutation": pal[0], "rigid": pal[1], "linear": pal[2], "ica": pal[3], "cka": pal[6]}
+    return {**{name: pal[f.palette_index] for name, f in FAMILY_INFO.items()}, "cka": pal[6]}
 
 
 def family_styles() -> dict[str, dict[str, Any]]:
     """A marker and a line style per transform family beside its colour, so lines that lie
     on top of each other still show (seaborn: ``markers=``/``dashes=`` from these)."""
-    return {"permutation": {"marker": "o", "dashes": ""}, "rigid": {"marker": "s", "dashes": (4, 2)},
-            "linear": {"marker": "^", "dashes": (1, 1.5)}, "ica": {"marker": "D", "dashes": (6, 2, 1, 2)},
+    return {**{name: {"marker": f.marker, "dashes": f.dashes or ""} for name, f in FAMILY_INFO.items()},
             "cka": {"marker": "v", "dashes": (2, 2)}}
 
 
@@ -320,13 +321,7 @@ def plot_intervals(ax, x, estimate, low, high, *, horizontal: bool = False, pape
 
 
 # --------------------------------------------------------------------------- layer maps
-METRIC_LABELS = {
-    "permutation": "signed-permutation error",
-    "rigid": "rigid (rotation + scale) error",
-    "linear": "linear (affine) error",
-    "ica": "whiten + ICA error",
-    "cka": "linear CKA",
-}
+METRIC_LABELS = {**{name: f.metric_label for name, f in FAMILY_INFO.items()}, "cka": "linear CKA"}
 
 
 def plot_layer_matrix(df, path: str | Path | None = None, *, title: str | None = None, ax=None):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from nearid.align.protocol import PAPER_ORDER
 from nearid.book import scorecard
 from nearid.book.scorecard import VERDICT_COLORS, VERDICT_GLYPHS, VERDICT_ORDER
 
@@ -135,7 +136,7 @@ def plot_claims_map(claims: pd.DataFrame, *, width: float = 6.4):
 
 
 # --------------------------------------------------------------------------- ours against the paper
-ERROR_COLUMNS = ("permutation", "ica", "rigid", "linear")
+ERROR_COLUMNS = PAPER_ORDER
 EFFICIENCY_COLUMN = "ICA efficiency"
 
 

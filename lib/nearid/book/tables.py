@@ -22,12 +22,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nearid.align.protocol import FAMILY_INFO
+
 __all__ = ["FAMILY_LABELS", "beside_paper", "column_format", "format_number", "interval", "markdown", "mean_sd",
            "significant", "table"]
 
-# The alignment families (nearid.align) as a reader names them.
-FAMILY_LABELS = {"permutation": "signed permutation", "rigid": "rigid", "linear": "linear",
-                 "ica": "whitening + ICA"}
+# The alignment families (nearid.align) as a reader names them, from their one record.
+FAMILY_LABELS = {name: family.label for name, family in FAMILY_INFO.items()}
 
 MISSING = "–"  # an en dash for NaN, None and cells left empty
 MAX_DECIMALS = 4  # below 1e-4 a column's typical value is shown in scientific notation

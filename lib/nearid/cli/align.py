@@ -43,7 +43,7 @@ from nearid.align.intervals import MEASURE_PARAMS, N_PERMUTATIONS, N_RESAMPLES
 from nearid.align.measures import MAX_ROWS
 from nearid.data.embedding_files import SUFFIXES, EmbeddingFileError, load_embeddings, load_layers
 
-JSON_KEYS = ("permutation", "rigid", "linear", "ica", "ica_efficiency", "ica_efficiency_caveat", "cka", "n_fit",
+JSON_KEYS = (*FAMILIES, "ica_efficiency", "ica_efficiency_caveat", "cka", "n_fit",
              "n_eval",
              "ica_components", "ica_variance", "ica_converged", "ica_max_components", "ica_components_by_rule",
              "ica_cap_bound", "fallbacks", "dim_a", "dim_b", "dtype", "seconds", "timings", "measures",

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from nearid.align.protocol import PAPER_ORDER
 from nearid.constraints import ListOf, Options
 from nearid.models.sentence_encoders import ENCODER_LABELS
 from nearid.tasks import Task
@@ -450,7 +451,7 @@ def describe(pair: Pair) -> str:
 
 
 # --------------------------------------------------------------------------- Table 1
-ORDER = ("permutation", "ica", "rigid", "linear")  # the paper's ordering, worst to best
+ORDER = PAPER_ORDER  # the paper's ordering, worst to best
 # The three links of the ordering, each a claim "mean row error of the first family exceeds
 # the second's on the same evaluation rows".
 LINKS = (("permutation", "ica"), ("ica", "rigid"), ("rigid", "linear"))
