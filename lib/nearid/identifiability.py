@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from nearid.align import (
-    FAMILIES,
+    PAPER_FAMILIES,
     ICA_COMPONENTS,
     AlignmentResult,
     SignedPermutationAlignment,
@@ -30,7 +30,7 @@ from nearid.ica import WhitenedICA
 from nearid.metrics.recovery import mean_corr_coef
 
 
-def statistical_comparisons(codes: list[np.ndarray], *, families=FAMILIES, fit_fraction: float = 0.5,
+def statistical_comparisons(codes: list[np.ndarray], *, families=PAPER_FAMILIES, fit_fraction: float = 0.5,
                             seed: int = 0, ica_components: float | int | str | None = ICA_COMPONENTS,
                             ica_max_iter: int = 1000) -> dict[tuple[int, int], AlignmentResult]:
     """{(i, j): compare(codes[i], codes[j])} for every seed pair i < j.
@@ -48,7 +48,7 @@ def statistical_comparisons(codes: list[np.ndarray], *, families=FAMILIES, fit_f
             for i, j in combinations(range(len(codes)), 2)}
 
 
-def statistical_errors(codes: list[np.ndarray], families=FAMILIES, fit_fraction: float = 0.5,
+def statistical_errors(codes: list[np.ndarray], families=PAPER_FAMILIES, fit_fraction: float = 0.5,
                        seed: int = 0, ica_components: float | int | str | None = ICA_COMPONENTS,
                        ) -> pd.DataFrame:
     """One row per seed pair (i -> j, i < j) and family: the held-out normalised error."""
@@ -57,7 +57,7 @@ def statistical_errors(codes: list[np.ndarray], families=FAMILIES, fit_fraction:
     return pairs_table(comparisons, families)
 
 
-def pairs_table(comparisons: dict[tuple[int, int], AlignmentResult], families=FAMILIES) -> pd.DataFrame:
+def pairs_table(comparisons: dict[tuple[int, int], AlignmentResult], families=PAPER_FAMILIES) -> pd.DataFrame:
     """The mean errors of :func:`statistical_comparisons` as rows (pair, family, error)."""
     return pd.DataFrame([{"pair": f"{i}->{j}", "family": family, "error": res.errors[family]}
                          for (i, j), res in comparisons.items() for family in families])

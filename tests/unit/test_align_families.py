@@ -174,20 +174,43 @@ def test_one_record_per_family_names_and_draws_it_everywhere():
     """A family's words and look come from its one record (issue 37): the table label, the
     plot's colour, marker and axis label, and `nearid align`'s note and JSON keys agree with it."""
     from nearid.align import FAMILIES, FAMILY_INFO, format_alignment_table
-    from nearid.align.protocol import PAPER_ORDER
     from nearid.book import plotting, tables
     from nearid.cli.align import JSON_KEYS
 
-    assert tuple(FAMILY_INFO) == FAMILIES and sorted(PAPER_ORDER) == sorted(FAMILIES)
+    assert tuple(FAMILY_INFO) == FAMILIES
     assert all(name == f.name for name, f in FAMILY_INFO.items())
     colors, styles = plotting.family_colors(), plotting.family_styles()
     for name, f in FAMILY_INFO.items():
         assert tables.FAMILY_LABELS[name] == f.label
         assert plotting.METRIC_LABELS[name] == f.metric_label
         assert styles[name]["marker"] == f.marker
-        assert name in JSON_KEYS
+        assert (name in JSON_KEYS) == f.in_paper
     assert len({f.palette_index for f in FAMILY_INFO.values()}) == len(FAMILIES)
     assert len({tuple(colors[n]) for n in FAMILIES}) == len(FAMILIES)
     text = format_alignment_table({name: 0.1 for name in FAMILIES}
                                   | {"n_fit": 10, "n_eval": 10, "dim_a": 3, "dim_b": 3, "measures": []})
     assert all(f.note in text for f in FAMILY_INFO.values())
+
+
+def test_a_family_is_opt_in_unless_the_paper_defines_it():
+    """Every entry point fits the paper's four families unless told otherwise, so a family
+    added to the registry moves no chapter's number and no JSON key (issue 37); each family's
+    reference estimator is the class its record names."""
+    import argparse
+    import inspect
+
+    from nearid import identifiability, paper
+    from nearid.align import FAMILY_INFO, PAPER_FAMILIES, alignment_table, compare, make_alignment
+    from nearid.align.protocol import PAPER_ORDER
+    from nearid.cli.align import add_parser
+
+    assert sorted(PAPER_FAMILIES) == sorted(PAPER_ORDER) == sorted(next(iter(paper.TABLE1.values())))
+    assert PAPER_FAMILIES == tuple(n for n, f in FAMILY_INFO.items() if f.in_paper)
+    for fn in (compare, alignment_table, identifiability.statistical_comparisons):
+        assert inspect.signature(inspect.unwrap(fn)).parameters["families"].default == PAPER_FAMILIES
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    assert parser.parse_args(["align", "a.npy", "b.npy"]).families == PAPER_FAMILIES
+    for name, f in FAMILY_INFO.items():
+        assert type(make_alignment(name)) is f.estimator_class()
+    assert make_alignment("ica", random_state=3).random_state == 3

@@ -47,6 +47,7 @@ from nearid.align.protocol import (
     ICA_MAX_COMPONENTS,
     ICA_MAX_ITER,
     ICA_MAX_ROWS,
+    PAPER_FAMILIES,
     Family,
     ICASettings,
     check_pair,
@@ -75,7 +76,8 @@ def __dir__():
 
 
 __all__ = [
-    "EFFICIENCY_MIN_GAP", "FAMILIES", "FAMILY_INFO", "ICA_COMPONENTS", "ICA_MAX_COMPONENTS", "ICA_MAX_ITER", "ICA_MAX_ROWS",
+    "EFFICIENCY_MIN_GAP", "FAMILIES", "FAMILY_INFO", "PAPER_FAMILIES", "ICA_COMPONENTS", "ICA_MAX_COMPONENTS",
+    "ICA_MAX_ITER", "ICA_MAX_ROWS",
     "MEASURES", "METRICS", "AlignmentResult", "Family", "ICAAlignment", "ICASettings", "LinearAlignment", "RigidAlignment",
     "SignedPermutationAlignment", "abs_correlation", "alignment_table", "bures_distance", "cca", "check_pair",
     "compare", "compare_layers", "debiased_cka", "format_alignment_table", "ica_efficiency", "ica_settings",

@@ -25,6 +25,7 @@ from nearid.align.measures import MAX_ROWS as MEASURE_ROWS
 from nearid.align.measures import MAX_ROWS_ARG, MEASURE, MEASURES
 from nearid.align.protocol import (
     FAMILIES,
+    PAPER_FAMILIES,
     FAMILY,
     ICA_COMPONENTS,
     ICA_MAX_COMPONENTS,
@@ -51,7 +52,7 @@ MEASURE_ARGUMENTS = dict(measures=ListOf(MEASURE, min_len=0), max_rows=MAX_ROWS_
 
 @validate_params(families=ListOf(FAMILY, min_len=0), dtype=DTYPE, fit_fraction=FRACTION, **ICA_ARGUMENTS,
                  **MEASURE_ARGUMENTS)
-def compare(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES,
+def compare(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=PAPER_FAMILIES,
             ica_components: float | int | str | None = ICA_COMPONENTS, ica_max_rows: int | None = None,
             ica_max_iter: int = 1000, cka: bool = True, dtype: str | None = None,
             progress: bool = False, reference: bool = False, fit_rows: int | None = None,
@@ -75,8 +76,9 @@ def compare(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES
 
     ``A`` and ``B`` hold embeddings of the same inputs, row for row: numpy arrays (memory-
     mapped ones are read block by block, never copied whole) or torch tensors of any dtype
-    on any device. ``families`` is any subset of :data:`FAMILIES` (it may be empty when only
-    ``cka`` is wanted). The ``ica_*`` arguments set the ICA family's protocol (see
+    on any device. ``families`` is any subset of :data:`FAMILIES` (default: the paper's four,
+    :data:`PAPER_FAMILIES`; it may be empty when only ``cka`` is wanted). The ``ica_*``
+    arguments set the ICA family's protocol (see
     :class:`ICAAlignment`; ``ica_max_rows`` = None fits FastICA on every fit row);
     ``nearid align`` and :func:`compare_layers` pass the declared protocol,
     ``ica_max_rows=ICA_MAX_ROWS, ica_max_iter=ICA_MAX_ITER``, which bounds FastICA's cost
@@ -150,7 +152,7 @@ def _add_measures(res: AlignmentResult, A, B, fit_idx, eval_idx, measures, *, se
 
 @validate_params(families=ListOf(FAMILY, min_len=0), fit_fraction=FRACTION, measures=ListOf(MEASURE, min_len=0),
                  **ICA_ARGUMENTS)
-def alignment_table(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=FAMILIES,
+def alignment_table(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=PAPER_FAMILIES,
                     ica_components: float | int | str | None = ICA_COMPONENTS,
                     ica_max_rows: int | None = None, ica_max_iter: int = 1000,
                     ica_max_components: int | None = None, measures=("cka",)) -> dict:

@@ -39,6 +39,7 @@ from nearid.align.protocol import (  # noqa: F401  (re-exported: the names the b
     EFFICIENCY_MIN_GAP,
     FAMILIES,
     FAMILY,
+    FAMILY_INFO,
     ICA_COMPONENTS,
     ICA_MAX_COMPONENTS,
     ICA_MAX_ITER,
@@ -225,8 +226,10 @@ class ICAAlignment(_Alignment):
 
 @validate_params(family=FAMILY)
 def make_alignment(family: str, random_state: int | None = 0, **ica_params) -> _Alignment:
-    """A fresh estimator for one of :data:`FAMILIES` (``ica_params`` go to ICAAlignment)."""
-    if family == "ica":
-        return ICAAlignment(random_state=random_state, **ica_params)
-    return {"permutation": SignedPermutationAlignment, "rigid": RigidAlignment,
-            "linear": LinearAlignment}[family]()
+    """A fresh estimator for one of :data:`FAMILIES`, the class its record names
+    (:data:`FAMILY_INFO`); ``random_state`` and ``ica_params`` go to a family that is seeded
+    (ICAAlignment), a closed-form one takes neither."""
+    cls = FAMILY_INFO[family].estimator_class()
+    if "random_state" not in cls().get_params():
+        return cls()
+    return cls(random_state=random_state, **ica_params)

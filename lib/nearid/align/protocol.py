@@ -9,6 +9,7 @@ loading scikit-learn (over a second) unless a family that needs it runs.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,21 +37,33 @@ class Family:
     palette_index: int  #: its colour: an index into the book's palette (nearid.book.plotting)
     marker: str  #: its matplotlib marker
     dashes: tuple[float, ...] = ()  #: its seaborn line dashes (() is a solid line)
+    estimator: str = ""  #: its float64 reference estimator, "module:Class" (imported when asked)
+    in_paper: bool = True  #: one of the paper's families: fitted by default (PAPER_FAMILIES)
+
+    def estimator_class(self) -> type:
+        """The reference estimator's class, imported only now (scikit-learn loads with it)."""
+        module, _, name = self.estimator.partition(":")
+        return getattr(importlib.import_module(module), name)
 
 
+_ESTIMATORS = "nearid.align.families"
 FAMILY_INFO: dict[str, Family] = {f.name: f for f in (
     Family("permutation", "signed permutation", "signed-permutation error", "signed permutation + per-axis scale",
-           palette_index=0, marker="o"),
+           palette_index=0, marker="o", estimator=f"{_ESTIMATORS}:SignedPermutationAlignment"),
     Family("rigid", "rigid", "rigid (rotation + scale) error", "rotation/reflection + global scale + shift",
-           palette_index=1, marker="s", dashes=(4, 2)),
+           palette_index=1, marker="s", dashes=(4, 2), estimator=f"{_ESTIMATORS}:RigidAlignment"),
     Family("linear", "linear", "linear (affine) error", "any affine map", palette_index=2, marker="^",
-           dashes=(1, 1.5)),
+           dashes=(1, 1.5), estimator=f"{_ESTIMATORS}:LinearAlignment"),
     Family("ica", "whitening + ICA", "whiten + ICA error", "whiten + ICA each side, match components",
-           palette_index=3, marker="D", dashes=(6, 2, 1, 2)),
+           palette_index=3, marker="D", dashes=(6, 2, 1, 2), estimator=f"{_ESTIMATORS}:ICAAlignment"),
 )}
 """Every transform family, from most to least constrained but ICA last (the order of
 :data:`FAMILIES`, which every result and table keeps)."""
 FAMILIES = tuple(FAMILY_INFO)
+PAPER_FAMILIES = tuple(name for name, family in FAMILY_INFO.items() if family.in_paper)
+"""What every entry point fits when no family is named (compare, the chapters, ``nearid
+align``): a family added with ``in_paper=False`` is there to be asked for by name and moves
+no published number and no JSON key."""
 PAPER_ORDER = ("permutation", "ica", "rigid", "linear")
 """The paper's ordering of the families' errors, worst to best (its Table 1): what chapter 04
 tests link by link and the summary plots against the paper."""

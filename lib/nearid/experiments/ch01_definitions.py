@@ -17,7 +17,7 @@ import zlib
 import numpy as np
 import pandas as pd
 
-from nearid.align import FAMILIES, alignment_table
+from nearid.align import PAPER_FAMILIES, alignment_table
 from nearid.data.toy import sample_sources
 from nearid.ica import WhitenedICA
 from nearid.metrics.recovery import amari_distance
@@ -52,7 +52,7 @@ def rigid_residuals(A, B, *, noise_levels, seed: int = 0) -> pd.DataFrame:
     for sigma in noise_levels:
         noisy = B + sigma * A.std() * rng.standard_normal(B.shape)
         table = alignment_table(A, noisy, seed=seed)
-        for family in FAMILIES:
+        for family in PAPER_FAMILIES:
             rows.append({"noise": sigma, "family": family, "error": table[family]})
     return pd.DataFrame(rows)
 

@@ -684,12 +684,12 @@ def beside_paper(ours):
     (a paper record's ``pair`` is the paper's row name, :data:`nearid.paper.TABLE1`)."""
     import pandas as pd
 
-    from nearid.align import FAMILIES
+    from nearid.align import PAPER_FAMILIES
     from nearid.paper import TABLE1
 
     records = []
     for pair, row in ours.iterrows():
-        for fam in FAMILIES:
+        for fam in PAPER_FAMILIES:
             records.append({"pair": pair, "family": fam, "source": "ours", "error": row[fam]})
             if paper_row(pair):
                 records.append({"pair": paper_row(pair), "family": fam, "source": "paper",
