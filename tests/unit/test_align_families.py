@@ -214,3 +214,23 @@ def test_a_family_is_opt_in_unless_the_paper_defines_it():
     for name, f in FAMILY_INFO.items():
         assert type(make_alignment(name)) is f.estimator_class()
     assert make_alignment("ica", random_state=3).random_state == 3
+
+
+def test_a_new_family_is_one_record_and_one_estimator(monkeypatch):
+    """A family the streaming engine has no map for runs through its own reference estimator
+    on the fit rows: registering the record is all compare needs (issue 37). Here the record
+    points at the rigid estimator, so its errors must equal the engine's rigid map's."""
+    from nearid.align import FAMILY_INFO, Family, compare
+    from nearid.align.engine import STREAMED
+
+    record = Family("rigid_again", "rigid, again", "rigid error (again)", "the rigid estimator under a new name",
+                    palette_index=4, marker="v", estimator="nearid.align.families:RigidAlignment", in_paper=False)
+    monkeypatch.setitem(FAMILY_INFO, record.name, record)
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(400, 6))
+    B = A @ np.linalg.qr(rng.normal(size=(6, 6)))[0] * 2.0 + 0.05 * rng.normal(size=(400, 6))
+    res = compare(A, B, families=("rigid", "rigid_again"), cka=False, dtype="float64")
+    assert "rigid_again" not in STREAMED and list(res.errors) == ["rigid", "rigid_again"]
+    assert res.errors["rigid_again"] == pytest.approx(res.errors["rigid"], rel=1e-9)
+    np.testing.assert_allclose(res.row_errors["rigid_again"], res.row_errors["rigid"], rtol=1e-7, atol=1e-12)
+    assert "rigid_again" not in compare(A, B, cka=False).errors, "not in the paper: fitted only when named"

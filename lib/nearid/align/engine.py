@@ -526,6 +526,27 @@ def _side_ica(X, stats: _Stats, side: str, run: _Run):
     return ica
 
 
+STREAMED = ("permutation", "rigid", "linear", "ica")
+"""The families whose map this engine computes from its cross-products. Any other family in
+the registry (:data:`nearid.align.FAMILY_INFO`) is fitted by its own float64 reference
+estimator on the fit rows, held in memory (:func:`_estimator_errors`): a new family needs no
+code here, only its record and its estimator."""
+
+
+def _estimator_errors(A, B, families: list[str], run: _Run) -> dict[str, np.ndarray]:
+    """Per-row errors ||h(a) - b|| on the held-out rows (``eval_rows``' order) of families the
+    engine has no map for: each one's reference estimator, fitted in float64 on the fit rows
+    (as ``compare(reference=True)`` fits every family)."""
+    from nearid.align.families import make_alignment
+
+    split, seed = run.split, run.settings.seed
+    A_fit, B_fit = (np.asarray(X[split.fit_idx], dtype=np.float64) for X in (A, B))
+    A_eval, B_eval = (np.asarray(X[split.eval_rows], dtype=np.float64) for X in (A, B))
+    return {fam: np.linalg.norm(make_alignment(fam, random_state=seed).fit(A_fit, B_fit).transform(A_eval) - B_eval,
+                                axis=1)
+            for fam in families}
+
+
 def _fit_maps(A, B, sa: _Stats, sb: _Stats, cross, run: _Run) -> tuple[dict, dict]:
     """Every requested family's map from A to B, from the moments (and FastICA)."""
     families, fit_idx, dtype, bar, work = run.settings.families, run.split.fit_idx, run.dtype, run.bar, run.work
@@ -865,6 +886,9 @@ def _run_grid(run: _Run, diameters: list[float]) -> list[list[AlignmentResult]]:
         errs = (_eval_pass(A, sa, stats_bs, [m for m, _ in fitted], run,
                            lambda rows: bar.tick(work.evaluate(rows, da, dbs, families, ks)))
                 if families else [{} for _ in Bs])
+        others = [fam for fam in families if fam not in STREAMED]
+        for B, e in zip(Bs, errs) if others else ():
+            e.update(_estimator_errors(A, B, others, run))
         row = []
         for j, (B, sb, C, (maps, info)) in enumerate(zip(Bs, stats_bs, crosses, fitted)):
             rows_err = {}

@@ -67,7 +67,7 @@ no published number and no JSON key."""
 PAPER_ORDER = ("permutation", "ica", "rigid", "linear")
 """The paper's ordering of the families' errors, worst to best (its Table 1): what chapter 04
 tests link by link and the summary plots against the paper."""
-FAMILY = Options(FAMILIES, noun="family")
+FAMILY = Options(lambda: tuple(FAMILY_INFO), noun="family")  # the registry as it is when checked
 # The ICA family's protocol, used by chapter 04 and `nearid align`: whiten each side onto the
 # leading components holding this share of the fit rows' variance (at most one per ten rows;
 # see nearid.ica.choose_components), fit FastICA on at most ICA_MAX_ROWS rows, and stop it
