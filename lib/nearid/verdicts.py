@@ -189,17 +189,22 @@ def under_test(verdict: Verdict, test: str, margin: float) -> Verdict:
 
 
 def claim(verdict: Verdict, text: str, *, section: str, paper: float | str | None = None,
-          ours_label: str | None = None, test: str | None = None, margin: float | None = None) -> dict:
+          ours_label: str | None = None, test: str | None = None, margin: float | None = None,
+          about: Mapping[str, str] | None = None) -> dict:
     """The JSON record of one claim, as every chapter stores it under ``verdicts``.
 
     ``text`` states the claim in words; ``section`` is the MyST label of the chapter section
     that decides it (the summary page links there); ``paper`` is the paper's number for the
     same quantity, when it prints one; ``test`` and ``margin`` (recorded when given) say how
-    the interval was decided when that is not superiority over 0.
+    the interval was decided when that is not superiority over 0. ``about`` names what the
+    claim compares, as data ({"against": "ae", "score": "infom", "dataset": "mpi3d"}), so a
+    table reads its rows from the record instead of parsing the claim's id.
     """
     rec = {"claim": text, **verdict.to_dict(), "paper": paper, "section": section, "ours_label": ours_label}
     if test is not None:
         rec.update(test=test, margin=float(margin or 0.0))
+    if about:
+        rec["about"] = dict(about)
     return rec
 
 

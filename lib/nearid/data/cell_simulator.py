@@ -309,7 +309,7 @@ def _gaussian_blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
         return x
     radius = max(1, int(np.ceil(3 * sigma)))
     t = torch.arange(-radius, radius + 1, dtype=x.dtype)
-    k = torch.exp(-0.5 * (t / sigma) ** 2)
+    k = _exp(-0.5 * (t / sigma) ** 2)
     k = k / k.sum()
     S = x.shape[-1]
     x = F.pad(x, (radius, radius, radius, radius), mode="reflect")
@@ -323,7 +323,7 @@ def _gaussian_blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
 
 
 _SUB = 32  # cells per pixel-level step: a multiple of 16 keeps every pixel's bits (see _render_range)
-_EXP_ZERO = -104.0  # torch.exp gives +0.0 at and below this float32
+_EXP_ZERO = -104.0  # exp rounds to +0.0 in float32 at and below this
 _SKIP_COST = 0.07  # skipping a chunk's noise costs this much of rendering it (measured, 2 cores)
 
 
@@ -528,7 +528,7 @@ def _per_cell(p: dict[str, torch.Tensor], d: dict[str, torch.Tensor]) -> dict[st
     c: dict[str, torch.Tensor] = dict(p)
     theta = d["theta"] * 2 * np.pi
     c["centre"] = (d["centre"] - 0.5) * 0.12
-    c["cos"], c["sin"] = torch.cos(theta), torch.sin(theta)
+    c["cos"], c["sin"] = _cos(theta), _sin(theta)
     c["a_c"] = p["cell_size"] * p["cell_elongation"].sqrt()
     c["b_c"] = p["cell_size"] / p["cell_elongation"].sqrt()
     c["phase"] = d["phase"] * 2 * np.pi
@@ -537,19 +537,19 @@ def _per_cell(p: dict[str, torch.Tensor], d: dict[str, torch.Tensor]) -> dict[st
     c["a_n"], c["b_n"] = a_n, b_n
     psi = d["psi"] * 2 * np.pi
     off = p["nucleus_offset"] * (p["cell_size"] - p["nucleus_size"])
-    c["off_u"], c["off_v"] = off * torch.cos(psi), off * torch.sin(psi)
+    c["off_u"], c["off_v"] = off * _cos(psi), off * _sin(psi)
     c["mix"] = p["chromatin_scale"]
     r = torch.sqrt(d["nuc_r"]) * 0.55
     ang = d["nuc_ang"] * 2 * np.pi
-    c["nuc_u"] = off[:, None] * torch.cos(psi)[:, None] + r * torch.cos(ang) * a_n[:, None]
-    c["nuc_v"] = off[:, None] * torch.sin(psi)[:, None] + r * torch.sin(ang) * b_n[:, None]
+    c["nuc_u"] = off[:, None] * _cos(psi)[:, None] + r * _cos(ang) * a_n[:, None]
+    c["nuc_v"] = off[:, None] * _sin(psi)[:, None] + r * _sin(ang) * b_n[:, None]
     c["nuc_present"] = (d["nuc_present"] < p["nucleoli_count"][:, None] / N_NUCLEOLI).float()
     c["fibre_freq"] = 2 * np.pi * p["fibre_spacing"]
     c["fibre_phase"] = d["fibre_phase"] * 2 * np.pi
     k = N_ORGANELLES
     rr = d["org_r"] ** (0.5 + 1.5 * p["organelle_clustering"][:, None])
     ang = d["org_ang"] * 2 * np.pi
-    c["org_u"], c["org_v"] = rr * torch.cos(ang) * c["a_c"][:, None] * 0.9, rr * torch.sin(ang) * c["b_c"][:, None] * 0.9
+    c["org_u"], c["org_v"] = rr * _cos(ang) * c["a_c"][:, None] * 0.9, rr * _sin(ang) * c["b_c"][:, None] * 0.9
     c["org_present"] = (d["org_present"] < p["organelle_count"][:, None] / k).float()
     return c
 
@@ -566,7 +566,7 @@ def _pixels(c: dict[str, torch.Tensor], d: dict[str, torch.Tensor], sl: slice,
     u, v = dx * cs + dy * sn, -dx * sn + dy * cs  # cell frame: u along the long axis
     # cell body with a ruffled boundary
     rho_c = torch.sqrt((u / col(c["a_c"])) ** 2 + (v / col(c["b_c"])) ** 2 + 1e-9)
-    wobble = 1 + col(c["membrane_ruffling"]) * torch.sin(5 * torch.atan2(v, u) + col(c["phase"]))
+    wobble = 1 + col(c["membrane_ruffling"]) * _sin(5 * torch.atan2(v, u) + col(c["phase"]))
     rho_c = rho_c / wobble
     cell = _soft(1 - rho_c, 14.0)
     # nucleus, offset from the cell centre
@@ -592,7 +592,7 @@ def _pixels(c: dict[str, torch.Tensor], d: dict[str, torch.Tensor], sl: slice,
     # channel 2: membrane ring and actin fibres along the long axis
     dist = (rho_c - 1) * col(c["cell_size"])
     membrane = col(c["membrane_intensity"]) * _exp(-(dist / col(c["membrane_thickness"])) ** 2)
-    fibres = 0.5 + 0.5 * torch.sin(col(c["fibre_freq"]) * v + col(c["fibre_phase"]))
+    fibres = 0.5 + 0.5 * _sin(col(c["fibre_freq"]) * v + col(c["fibre_phase"]))
     actin = membrane + col(c["actin_fibres"]) * cytoplasm * fibres
     # channel 3: mitochondria / organelles, clustered around the nucleus or dispersed
     size = c["organelle_size"][:, None, None, None]
@@ -606,19 +606,30 @@ def _upsample(z: torch.Tensor, size: int) -> torch.Tensor:
     return F.interpolate(z, size=(size, size), mode="bilinear", align_corners=False)[:, 0]
 
 
-def _exp(x: torch.Tensor) -> torch.Tensor:
-    """``torch.exp(x)``, bit for bit, without letting it underflow where the answer is known.
+def _float64(ufunc, x: torch.Tensor) -> torch.Tensor:
+    """numpy's float64 ``ufunc`` of the float32 tensor ``x``, rounded back to float32.
 
-    torch's vectorised exp (Sleef's expf) returns exactly +0.0 at and below
-    :data:`_EXP_ZERO` (every float32 there checked), yet spends ten to thirty times as long
-    on such an argument as on any other (the CPU handles the underflow in microcode), and
-    the Gaussians of a cell crop underflow on most of their pixels: those get exp(0) and
-    then 0. Only a tensor whose size is a multiple of 16 runs wholly through the vectorised
-    loop (the rest goes to the scalar ``std::exp``), so other tensors are left to torch."""
-    if x.numel() % 16:
-        return torch.exp(x)
-    zero = x <= _EXP_ZERO
-    return torch.exp(x.masked_fill(zero, 0.0)).masked_fill_(zero, 0.0)
+    torch's own exp, sin and cos on the CPU give the same bits under every ATen capability
+    and every ``MKL_CBWR`` setting on one machine, yet other bits on an AMD Zen 4 than on an
+    Intel Sapphire Rapids (the pinned pixels of the tests differed): they are not the
+    vectorised kernels the capability pins but a vendor-dependent library path. numpy's
+    float64 functions run one code path on every x86-64 CPU under the pinned numpy
+    features (nearid.kernels), and rounding to float32 leaves their last bits behind."""
+    return torch.from_numpy(ufunc(x.numpy().astype(np.float64)).astype(np.float32))
+
+
+def _exp(x: torch.Tensor) -> torch.Tensor:
+    """exp of a float32 tensor, the same bits on every CPU (:func:`_float64`); at and below
+    :data:`_EXP_ZERO` it is exactly +0.0 in float32."""
+    return _float64(np.exp, x)
+
+
+def _sin(x: torch.Tensor) -> torch.Tensor:
+    return _float64(np.sin, x)
+
+
+def _cos(x: torch.Tensor) -> torch.Tensor:
+    return _float64(np.cos, x)
 
 
 def _spots(u, v, su, sv, present, size) -> torch.Tensor:
@@ -627,12 +638,12 @@ def _spots(u, v, su, sv, present, size) -> torch.Tensor:
 
     Where a crop has a multiple of 16 pixels, spot slot by spot slot, only the cells where
     that spot is present are computed and added to their sum: the same numbers, because
-    torch sums a short middle axis of such a tensor one row after another from zero, the
-    operations are the same element by element (in place), and exp sees whole 16-float
-    vectors (:func:`_exp`); elsewhere, all spots at once, as before."""
+    torch sums a short middle axis of such a tensor one row after another from zero and
+    the operations are the same element by element (in place); elsewhere, all spots at
+    once, as before."""
     if (u.shape[-1] * u.shape[-2]) % 16:
         d2 = (u[:, None] - su[..., None, None]) ** 2 + (v[:, None] - sv[..., None, None]) ** 2
-        return (present[..., None, None] * torch.exp(-d2 / (2 * size ** 2))).sum(1)
+        return (present[..., None, None] * _exp(-d2 / (2 * size ** 2))).sum(1)
     out = torch.zeros_like(u)
     size = size.reshape(-1) if isinstance(size, torch.Tensor) else size
     for j in range(present.shape[1]):
@@ -643,8 +654,7 @@ def _spots(u, v, su, sv, present, size) -> torch.Tensor:
         d2 = (u[cells] - su[cells, j][:, None, None]).square_()
         d2 += (v[cells] - sv[cells, j][:, None, None]).square_()
         x = d2.neg_().div_(2 * s ** 2)
-        zero = x <= _EXP_ZERO
-        out.index_add_(0, cells, x.masked_fill_(zero, 0.0).exp_().masked_fill_(zero, 0.0))
+        out.index_add_(0, cells, _exp(x))
     return out
 
 

@@ -565,7 +565,8 @@ def claims(scores: pd.DataFrame, *, datasets: Sequence[str], section: str = "ch0
             out[cid] = decided(
                 cid, v, claim_text(test_of(cid)[0], score, "the AE's", where),
                 list(datasets) if ds == "aggregated" else [ds], paper=theirs,
-                ours_label=f"{label(score)}: (AE + ICA) - (AE), mean of {n_seeds} seeds")
+                ours_label=f"{label(score)}: (AE + ICA) - (AE), mean of {n_seeds} seeds",
+                about=dict(against="ae", score=score, dataset=ds))
     for b in BASELINES:
         if b not in set(scores["model"]):
             continue
@@ -576,7 +577,8 @@ def claims(scores: pd.DataFrame, *, datasets: Sequence[str], section: str = "ch0
             out[cid] = decided(
                 cid, v, claim_text(test_of(cid)[0], score, f"{MODEL_LABELS[b]}'s", "mean over datasets"),
                 list(datasets), paper=_paper_difference("ae_ica", b, "aggregated", score) if full else None,
-                ours_label=f"{label(score)}: (AE + ICA) - ({MODEL_LABELS[b]}), mean of {n_seeds} seeds")
+                ours_label=f"{label(score)}: (AE + ICA) - ({MODEL_LABELS[b]}), mean of {n_seeds} seeds",
+                about=dict(against=b, score=score, dataset="aggregated"))
     return out
 
 

@@ -159,13 +159,15 @@ def test_procedural_workers_write_the_same_file(tmp_path):
 SMOKE = dict(image_size=16, n_batches=3, controls_per_batch=10, wells_per_guide=1, cells_per_well=2)
 QUICK = dict(image_size=32, n_batches=6, controls_per_batch=48, wells_per_guide=3, cells_per_well=12)
 ODD = dict(image_size=19, n_batches=2, controls_per_batch=3, wells_per_guide=1, cells_per_well=2)
-# sha256 of the screens since the blur became sums of shifted copies (it was torch's
-# convolution, whose NNPACK kernel blocks its sums by the CPU's cache sizes: the hashes
-# pinned on AMD EPYCs differed on an Intel Sapphire Rapids). One thread, portable kernels.
+# sha256 of the screens since exp, sin and cos are numpy's in float64 (torch's, pinned on an
+# Intel Sapphire Rapids, gave other pixels on an AMD Zen 4) and the blur is sums of shifted
+# copies (torch's convolution, whose NNPACK kernel blocks its sums by the CPU's cache sizes,
+# had differed between AMD EPYCs and the Sapphire Rapids). One thread, portable kernels;
+# pinned on an AMD EPYC Zen 4 (family 25, model 17).
 CELLS = {
-    "smoke": "de5624a19ce285ac886a6631b6723ed87516f235cf384771f611a7547c362c87",
-    "quick": "74d96ab76ecdf7d78dc8e1cc44e68b8d2a22161a4143d9997b23a3a9d66e92ee",
-    "odd": "0a7791a3f3aae2c00fef864a7c941de5808c4615d9b8c6ff4663203329e86e0d",
+    "smoke": "16c0538c42803bca5edafa87f61dd88c81d8913445d30332a5e8b34c2cba8cbe",
+    "quick": "44b2f172c68f0f50540d926486227958744b5f1f128fbbe533344ba5113e45b8",
+    "odd": "4796a7a27db96ea3a1f20b4b063f47e91c084656d553fb6e514f806eb195f36f",
 }
 
 
@@ -262,3 +264,24 @@ def test_cell_workers_continue_the_noise_stream(size, tmp_path):
                           lambda w: cs.render_cells_to_file(job, w, workers=2), version={}, root=tmp_path)
     np.testing.assert_array_equal(whole, out)
 
+
+
+def test_the_simulator_leaves_exp_sin_and_cos_to_numpy():
+    """torch's exp, sin and cos on the CPU take a vendor-dependent library path (the same bits
+    under every ATen capability on one machine, other bits on an AMD Zen 4 than on an Intel
+    Sapphire Rapids): the renderer must not call them, in any form."""
+    from torch.overrides import TorchFunctionMode
+
+    banned = {torch.exp, torch.sin, torch.cos, torch.Tensor.exp, torch.Tensor.sin, torch.Tensor.cos,
+              torch.Tensor.exp_, torch.Tensor.sin_, torch.Tensor.cos_}
+    seen = []
+
+    class Watch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in banned:
+                seen.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    with Watch():
+        X = cs.CellPaintingSimulator(**SMOKE, seed=0).simulate(cache=False).images
+    assert not seen and _sha(X) == CELLS["smoke"]

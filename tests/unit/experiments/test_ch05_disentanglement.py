@@ -211,6 +211,10 @@ def test_claims_decide_by_paired_intervals():
     assert out["ica_vs_ae_infoe_falcor3d"]["test"] == "equivalence"
     assert out["ica_vs_ae_infoe_falcor3d"]["verdict"] == "holds"  # +0.0005, inside InfoE's +-0.02
     assert out["ica_vs_ae_infom_shapes3d"]["test"] == "superiority"
+    # each record says what it compares, as data: the id is a name, never parsed
+    assert out["ica_vs_ae_infom_shapes3d"]["about"] == {"against": "ae", "score": "infom", "dataset": "shapes3d"}
+    assert all(cid == f"ica_vs_{r['about']['against']}_{r['about']['score']}_{r['about']['dataset']}"
+               for cid, r in out.items())
     conv = {(ds, "ae_ica", s): not (ds == "isaac3d" and s == 1) for ds in paper.TABLE2_DATASETS for s in (0, 1, 2)}
     flagged = ch05.claims(_fake_scores(gain), datasets=list(paper.TABLE2_DATASETS), ica_converged=conv)
     assert flagged["ica_vs_ae_infom_isaac3d"]["ica_converged"] is False
