@@ -4,7 +4,9 @@ no page refers to a script outside the site, and wide tables can stack on a phon
 Tables of four or more columns get the class ``nearid-stack`` and each body cell a
 ``data-label`` naming its column, so that ``_static/nearid-phone.css`` can show them on a
 narrow screen as one block per row, each value under its column's name, instead of a table
-wider than the screen (:func:`label_table_cells`).
+wider than the screen (:func:`label_table_cells`). A stub cell left empty under a group's name
+(an outer index level is named once per group) carries that name in ``data-repeat``, which
+the phone layout shows, since a block of its own no longer sits under the name.
 
 Jupyter Book 1 always loads sphinx-thebe, whatever ``_config.yml`` says: it writes an inline
 script defining ``THEBE_JS_URL = "https://unpkg.com/thebe@.../lib/index.js"`` into every page
@@ -60,6 +62,7 @@ STACK_FROM_COLUMNS = 4  # narrower tables fit a phone's column as they are
 _TABLE = re.compile(r"<table(?P<attrs>[^>]*)>(?P<body>.*?)</table>", re.S)
 _ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S)
 _CELL = re.compile(r"<(t[hd])(\b[^>]*)>", re.S)
+_FULL_CELL = re.compile(r"<(t[hd])(\b[^>]*)>(.*?)</\1>", re.S)
 _TAGS = re.compile(r"<[^>]+>")
 
 
@@ -73,9 +76,23 @@ def _label_one(match: re.Match) -> str:
     if len(names) < STACK_FROM_COLUMNS:
         return match[0]
 
+    above: dict[int, str] = {}  # the last text shown in each column, for stub cells left empty under it
+
     def label_row(row: re.Match) -> str:
-        cells = iter(names)
-        return _CELL.sub(lambda c: f'<{c[1]}{c[2]} data-label="{html.escape(next(cells, ""), quote=True)}">', row[0])
+        column = iter(range(len(names)))
+
+        def label(c: re.Match) -> str:
+            j = next(column, len(names))
+            name = names[j] if j < len(names) else ""
+            text = html.unescape(_TAGS.sub("", c[3])).strip()
+            extra = ""
+            if text:
+                above[j] = text
+            elif c[1] == "th" and above.get(j):  # a stub: a group's name given once above (nearid.book.tables)
+                extra = f' data-repeat="{html.escape(above[j], quote=True)}"'
+            return f'<{c[1]}{c[2]} data-label="{html.escape(name, quote=True)}"{extra}>{c[3]}</{c[1]}>'
+
+        return _FULL_CELL.sub(label, row[0])
 
     tail = body[len(head):]
     tail = re.sub(r"<tr[^>]*>.*?</tr>", label_row, tail, flags=re.S)

@@ -56,5 +56,11 @@ def test_wide_tables_are_labelled_for_the_phone_layout(root):
     assert '<th class="stub" data-label="a"><p>x</p></th><td data-label="b &amp; c"><p>1</p></td>' in out
     assert '<td data-label="e">6</td>' in out and out.count("data-label=") == 8, "body cells only, in order"
     assert narrow in out, "a table of fewer than four columns is left as it is"
+    grouped = ('<table><thead><tr><th>g</th><th>a</th><th>b</th><th>c</th></tr></thead><tbody>'
+               '<tr><th><p>AE &amp; co</p></th><td>1</td><td>2</td><td>3</td></tr>'
+               '<tr><th></th><td>4</td><td></td><td>6</td></tr></tbody></table>')
+    out = nearid_site.label_table_cells(grouped)
+    assert '<th data-label="g" data-repeat="AE &amp; co"></th>' in out, "a group's name, for the phone"
+    assert '<td data-label="b"></td>' in out and out.count("data-repeat") == 1, "an empty value stays empty"
     assert nearid_site.label_table_cells("<table><tr><td>no head</td></tr></table>") == \
         "<table><tr><td>no head</td></tr></table>"
