@@ -61,8 +61,7 @@ def share_html_handlers(app) -> None:
 STACK_FROM_COLUMNS = 4  # narrower tables fit a phone's column as they are
 _TABLE = re.compile(r"<table(?P<attrs>[^>]*)>(?P<body>.*?)</table>", re.S)
 _ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S)
-_CELL = re.compile(r"<(t[hd])(\b[^>]*)>", re.S)
-_FULL_CELL = re.compile(r"<(t[hd])(\b[^>]*)>(.*?)</\1>", re.S)
+_CELL = re.compile(r"<(t[hd])(\b[^>]*)>(.*?)</\1>", re.S)
 _TAGS = re.compile(r"<[^>]+>")
 
 
@@ -92,7 +91,7 @@ def _label_one(match: re.Match) -> str:
                 extra = f' data-repeat="{html.escape(above[j], quote=True)}"'
             return f'<{c[1]}{c[2]} data-label="{html.escape(name, quote=True)}"{extra}>{c[3]}</{c[1]}>'
 
-        return _FULL_CELL.sub(label, row[0])
+        return _CELL.sub(label, row[0])
 
     tail = body[len(head):]
     tail = re.sub(r"<tr[^>]*>.*?</tr>", label_row, tail, flags=re.S)

@@ -323,7 +323,6 @@ def _gaussian_blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
 
 
 _SUB = 32  # cells per pixel-level step: a multiple of 16 keeps every pixel's bits (see _render_range)
-_EXP_ZERO = -104.0  # exp rounds to +0.0 in float32 at and below this
 _SKIP_COST = 0.07  # skipping a chunk's noise costs this much of rendering it (measured, 2 cores)
 
 
@@ -619,8 +618,8 @@ def _float64(ufunc, x: torch.Tensor) -> torch.Tensor:
 
 
 def _exp(x: torch.Tensor) -> torch.Tensor:
-    """exp of a float32 tensor, the same bits on every CPU (:func:`_float64`); at and below
-    :data:`_EXP_ZERO` it is exactly +0.0 in float32."""
+    """exp of a float32 tensor, the same bits on every CPU (:func:`_float64`); exactly +0.0
+    at and below -104, where the Gaussians of a crop underflow."""
     return _float64(np.exp, x)
 
 
