@@ -78,8 +78,8 @@ glue("missing", scorecard.missing_text(chapter_results, other_profile, profile))
 #
 # Of the {glue:text}`n_claims` claims of the paper tested here (its claims in words and the
 # orderings of its tables' numbers), {glue:text}`n_outcome_not` are **not decided**: they
-# rest on a FastICA fit that stopped at its iteration cap, and an iterative fit that did not
-# converge is not evidence either way. Of the {glue:text}`n_decided` decided, each at 95% on
+# rest on a FastICA fit that converged by neither of its routes (scikit-learn's iteration, then
+# the stabilised one), and an iterative fit that did not converge is not evidence either way. Of the {glue:text}`n_decided` decided, each at 95% on
 # its own, {glue:text}`n_outcome_holds` **hold** and {glue:text}`n_outcome_fails` **fail**;
 # of the inconclusive, {glue:text}`n_outcome_smaller` are **smaller than the paper's effect**
 # (the interval rules out the difference the paper prints, but not the claim's bound: the
@@ -146,7 +146,7 @@ display(Markdown(claim_text.claims_markdown(claims)))
 # flags an interval over evaluation units of a single trained model, which leaves out the
 # variance of retraining ({glue:text}`n_one_training` of the counted claims;
 # {glue:text}`n_below_min` below their declared minimum); "FastICA unconverged" flags a
-# verdict that rests on a FastICA fit that stopped at its iteration cap
+# verdict that rests on a FastICA fit that converged by neither route
 # ({glue:text}`n_unconverged` of the counted claims). "BH" is a counted claim's verdict with
 # the false discovery rate held at 5% across all counted claims (Benjamini–Hochberg, on the
 # p-value its interval implies): a claim that holds or fails only at 95% on its own reads

@@ -50,7 +50,7 @@ def top_quarter_share(X, labels, controls):
     return top.sum() / between.sum()
 
 
-def feature_sets(X, controls, k: int, seed: int = 0, max_iter: int = 20_000) -> dict:
+def feature_sets(X, controls, k: int, seed: int = 0, max_iter: int = 1_000) -> dict:
     """Chapter 06's four feature sets of well embeddings ``X``: raw; whitened on the control
     wells (PCA); then rotated by FastICA fitted on the whitened control wells, or by a random
     rotation. No perturbation label is used.

@@ -197,8 +197,8 @@ def format_alignment_table(res: dict) -> str:
     if converged is not None:
         for side, ok in zip("AB", converged):
             if not ok:
-                body += (f"\nnote: FastICA stopped at its iteration cap on {side}; its components may be "
-                         "rotated away from the independent axes")
+                body += (f"\nnote: FastICA stopped at its iteration cap on {side}, undamped and stabilised; its "
+                         "components may be rotated away from the independent axes")
     for note in res.get("fallbacks") or ():
         body += f"\nnumerical fallback: {note}"
     return head + body

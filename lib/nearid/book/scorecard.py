@@ -91,7 +91,8 @@ OUTCOMES = {
     "larger than the paper's": "inconclusive, and the whole interval lies above the paper's own difference",
     "underpowered": "inconclusive, and the interval holds both the bound and the paper's difference "
                     "(or the paper prints no number): too few units to tell",
-    "not decided": "it rests on a FastICA fit that stopped at its iteration cap: no verdict, not counted",
+    "not decided": "it rests on a FastICA fit that converged by neither route (undamped, then stabilised): "
+                   "no verdict, not counted",
 }
 
 

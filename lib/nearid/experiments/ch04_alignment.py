@@ -459,17 +459,55 @@ LINK_NAMES = {("permutation", "ica"): "perm > ICA", ("ica", "rigid"): "ICA > rig
               ("rigid", "linear"): "rigid > linear"}
 
 
+def shared_subspace(pair: Pair, rule: float | int | str = 0.95, *, fit_fraction: float = 0.5, seed: int = 0,
+                    fit_rows: int | None = None) -> tuple[Pair, int]:
+    """``pair`` with each side projected onto its own ``k`` leading principal directions, so
+    that every family is fitted and scored on the same subspace.
+
+    Why: under a whitening rule ICA sees only the directions the rule keeps (5 to 12 of 64 on
+    these codes) while the other families see all of them, so the ordering compared families
+    on unequal terms (issue 35). The directions are fitted on the rows the maps are fitted on
+    (the seeded split's fit rows; the first ``fit_rows`` of them when given), never on the
+    evaluation rows. ``k`` is the larger of the two sides' counts under ``rule``
+    (:func:`nearid.ica.choose_components`, the ICA family's own rule), so that each side keeps
+    at least that share of its variance and both keep the same number. Returns (projected
+    pair, k).
+    """
+    from sklearn.decomposition import PCA
+
+    from nearid.align import split_rows
+    from nearid.ica import choose_components
+
+    fit = split_rows(pair.A.shape[0], fit_fraction, seed)[0]
+    fit = fit if fit_rows is None else fit[:fit_rows]
+    sides = [np.asarray(X, dtype=np.float64) for X in (pair.A, pair.B)]
+    pcas = [PCA(svd_solver="full").fit(X[fit]) for X in sides]
+    variances = [p.explained_variance_[p.explained_variance_ > p.explained_variance_[0] * 1e-12] for p in pcas]
+    k = min(max(choose_components(v, fit.size, rule) for v in variances), *(v.size for v in variances))
+    A, B = ((X - p.mean_) @ p.components_[:k].T for X, p in zip(sides, pcas))
+    info = {**pair.info, "subspace_k": k}
+    return Pair(pair.name, A, B, info), k
+
+
 def compare_pair(pair: Pair, *, fit_fraction: float = 0.5, seed: int = 0,
                  ica_components: float | int | str | None = 0.95, ica_max_rows: int | None = None,
-                 ica_max_iter: int = 1000, fit_rows: int | None = None):
+                 ica_max_iter: int = 1000, fit_rows: int | None = None,
+                 subspace: float | int | str | None = None):
     """The one measurement behind every alignment number of the chapter: Table 1, the
     sensitivity grid and the fit-rows trend all call this, with the same families (all four:
     which families are asked for can decide whether the engine works in float32 or float64),
-    so the same inputs and protocol give the same numbers, digit for digit."""
+    so the same inputs and protocol give the same numbers, digit for digit.
+
+    ``subspace`` (a whitening rule; None = every direction) fits and scores every family on
+    :func:`shared_subspace` under that rule, where ICA whitens all ``k`` directions (so
+    ``ica_components`` is not used): the table's protocol. None is the sensitivity's."""
     from threadpoolctl import threadpool_limits
 
     from nearid.align import compare
 
+    if subspace is not None:
+        pair, _ = shared_subspace(pair, subspace, fit_fraction=fit_fraction, seed=seed, fit_rows=fit_rows)
+        ica_components = "all"
     with threadpool_limits(limits=1):  # small matrices: one BLAS thread is faster, same numbers
         return compare(pair.A, pair.B, fit_fraction=fit_fraction, seed=seed, ica_components=ica_components,
                        ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter, fit_rows=fit_rows)
@@ -477,10 +515,10 @@ def compare_pair(pair: Pair, *, fit_fraction: float = 0.5, seed: int = 0,
 
 def measure(pairs: dict[str, Pair], *, fit_fraction: float = 0.5, seed: int = 0,
             ica_components: float | int | str | None = 0.95, ica_max_rows: int | None = None,
-            ica_max_iter: int = 1000) -> dict:
+            ica_max_iter: int = 1000, subspace: float | int | str | None = None) -> dict:
     """:func:`compare_pair` of every pair: {pair name: AlignmentResult}."""
     return {name: compare_pair(pair, fit_fraction=fit_fraction, seed=seed, ica_components=ica_components,
-                               ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter)
+                               ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter, subspace=subspace)
             for name, pair in pairs.items()}
 
 
@@ -704,8 +742,11 @@ def component_sensitivity(pairs: dict[str, Pair], results: dict, grid, *, rule=0
     """ICA error and efficiency of every pair for each number of whitened components in
     ``grid`` and for ``rule`` (the chapter's rule), on the same split as ``results``.
 
-    Each setting is a :func:`compare_pair` like the table's (only ``ica_components``
-    differs); the permutation and rigid errors of the efficiency are those of ``results``.
+    The sensitivity works on every direction of both sides (no :func:`shared_subspace`): it
+    asks what the whitening choice does to ICA, all components included, so ``results`` are
+    :func:`measure`'s on the full space under ``rule`` (a subspace result is refused). Each
+    setting is a :func:`compare_pair` like those (only ``ica_components`` differs); the
+    permutation and rigid errors of the efficiency are those of ``results``.
     A count above what a side allows (its rank, or one component per ten fit rows) is
     capped by :func:`nearid.ica.choose_components`; the columns ``components_a`` and
     ``components_b`` say what was used.
@@ -717,6 +758,9 @@ def component_sensitivity(pairs: dict[str, Pair], results: dict, grid, *, rule=0
     records = []
     for name, pair in pairs.items():
         base = results[name]
+        if (base.dim_a, base.dim_b) != (pair.A.shape[1], pair.B.shape[1]):
+            raise ValueError(f"component_sensitivity needs full-space results; {name}'s were measured on "
+                             f"{base.dim_a} x {base.dim_b} directions of {pair.A.shape[1]} x {pair.B.shape[1]}")
         settings = [*grid, rule]
         for i, setting in enumerate(settings):
             is_rule = i == len(settings) - 1
@@ -753,7 +797,8 @@ TREND_FAMILIES = ("permutation", "rigid", "ica")
 
 def fit_rows_trend(pair: Pair, fractions, *, fit_fraction: float = 0.5, seed: int = 0,
                    ica_components: float | int | str | None = 0.95, ica_max_rows: int | None = None,
-                   ica_max_iter: int = 1000, n_boot: int = 1000, full=None):
+                   ica_max_iter: int = 1000, n_boot: int = 1000, full=None,
+                   subspace: float | int | str | None = None):
     """ICA efficiency against the number of fit rows, on one fixed evaluation split.
 
     Each fraction is one :func:`compare_pair` with ``fit_rows`` = that share of the fit split
@@ -764,7 +809,8 @@ def fit_rows_trend(pair: Pair, fractions, *, fit_fraction: float = 0.5, seed: in
     95% bootstrap interval over evaluation rows; the row errors {fraction: {family: array}}
     feed :func:`trend_difference`. ``full``, the table's result for this pair (the same
     split and protocol), stands in for the fraction that keeps every fit row instead of a
-    second identical fit (FastICA to its cap, the costliest step).
+    second identical fit (FastICA, the costliest step). ``subspace`` is :func:`compare_pair`'s
+    (each fraction's subspace is fitted on that fraction's fit rows).
     """
     import pandas as pd
 
@@ -778,7 +824,7 @@ def fit_rows_trend(pair: Pair, fractions, *, fit_fraction: float = 0.5, seed: in
         if full is not None and rows == n_fit:
             res = full
         else:
-            res = compare_pair(pair, fit_fraction=fit_fraction, seed=seed, fit_rows=rows,
+            res = compare_pair(pair, fit_fraction=fit_fraction, seed=seed, fit_rows=rows, subspace=subspace,
                                **ica_settings(ica_components=ica_components, ica_max_rows=ica_max_rows,
                                               ica_max_iter=ica_max_iter).compare_kwargs())
         errs = {f: res.row_errors[f] for f in TREND_FAMILIES}

@@ -71,11 +71,12 @@ COMPONENT_GRID = (4, 8, 16, 32, 64)
 # this many cells per well, trains 2 steps, grows this many trees per classifier, draws
 # this many bootstrap samples and sweeps only the smallest k of the grid.
 DRY_RUN_STEPS, DRY_RUN_CELLS, DRY_RUN_TREES, DRY_RUN_BOOT = 2, 1, 10, 200
-# FastICA's iteration cap, as chapters 04 and 05 (issue 35): far above what a converging fit
-# needs, so that the cap is no protocol choice; a fit that still reaches it is recorded
-# (``converged_``) and the verdicts that use PCA + ICA are then not decided (1,000 until
-# 2026-12-05, when 4 of 5 quick fits at k = 16 stopped there).
-ICA_MAX_ITER = 20_000
+# FastICA's iteration cap per route, as chapters 04 and 05 (issue 35): scikit-learn's undamped
+# iteration, then the stabilised one from the same start (nearid.ica.stabilised_fastica); a fit
+# that converges by neither is recorded (``converged_``) and the verdicts that use PCA + ICA are
+# then not decided (1,000 undamped until 2026-12-05, 20,000 until 2026-12-06: 4 of 5 quick fits
+# at k = 16 never settled).
+ICA_MAX_ITER = 1_000
 
 # The paper's claims this chapter decides: id -> (metric, set a, set b, the claim in words).
 # Each is "mean over (guide, fold) units of metric(a) - metric(b) > 0".
