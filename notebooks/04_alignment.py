@@ -488,7 +488,8 @@ glue("takeaway_tally", claim_text.tally_text("04_alignment", table1_verdicts, pr
 # %% [markdown]
 # **ICA efficiency.** On the paper-like pairs ours ranges from {glue:text}`eff_min:.2f` to
 # {glue:text}`eff_max:.2f`; the paper's from {glue:text}`eff_paper_min:.2f` to {glue:text}`eff_paper_max:.2f`. A
-# negative value means ICA did worse than matching raw axes: the models' codes were not
+# negative value means ICA did worse than matching the principal directions of the shared
+# subspace (the permutation family there): the models' codes were not
 # near-linear images of shared *independent non-Gaussian* directions, which is the
 # hypothesis of {prf:ref}`thm-ica`, or ICA had too few fit rows for its components (the
 # scale trend below). When the permutation and rigid errors nearly coincide the ratio has a
@@ -611,7 +612,9 @@ glue("eff_shared_max", float(eff_shared.max()))
 # {glue:text}`eff_shared_min:.2f` and {glue:text}`eff_shared_max:.2f` of the
 # permutation-rigid gap on the shared subspace, and between {glue:text}`eff_full_min:.2f`
 # and {glue:text}`eff_full_max:.2f` on every direction: how much of the gap ICA closes
-# depends on whether it competes on the same directions as the others.
+# depends on whether it competes on the same directions as the others. A share far outside
+# 0 to 1 says that the permutation and rigid errors nearly coincide on that pair (a tiny
+# denominator), not that ICA did something extreme.
 #
 # (ch04-trend)=
 # ## How ICA efficiency moves with the number of fit rows

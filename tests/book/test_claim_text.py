@@ -85,7 +85,7 @@ def test_the_takeaway_line_counts_the_outcomes_of_the_page():
     records["order_cnn_widths_ica_rigid"]["ica_converged"] = False
     assert claim_text.tally_text("04_alignment", records, "quick") == ("of the paper's 3 claims decided here, "
                                                                        "1 holds, 1 is inconclusive and 1 is not "
-                                                                       "decided (its FastICA fit stopped at the cap)")
+                                                                       "decided (its FastICA fit settled by neither route)")
     checks = {"ica_unmixes_with_n": claim(Verdict(0.3, 0.2, 0.4, "holds", 20, "bootstrap"), "n", section="ch01-verdict"),
               "gaussian_unresolved": claim(Verdict(0.3, 0.2, 0.4, "holds", 5, "t"), "g", section="ch01-verdict")}
     assert claim_text.tally_text("01_definitions", checks, "quick") == \

@@ -159,8 +159,8 @@ def _counted_words(counts: dict[str, int]) -> str:
     """{"holds": 4, "fails": 0, ...} -> "4 hold, 1 is inconclusive": the non-zero ones, in order."""
     verbs = {"holds": ("holds", "hold"), "fails": ("fails", "fail"),
              "inconclusive": ("is inconclusive", "are inconclusive"),
-             "not decided": ("is not decided (its FastICA fit stopped at the cap)",
-                             "are not decided (their FastICA fits stopped at the cap)")}
+             "not decided": ("is not decided (its FastICA fit settled by neither route)",
+                             "are not decided (their FastICA fits settled by neither route)")}
     said = [f"{k} {verbs[word][k != 1]}" for word, k in counts.items() if k]
     if not said:
         return "none"
