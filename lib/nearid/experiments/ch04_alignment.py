@@ -469,9 +469,12 @@ def shared_subspace(pair: Pair, rule: float | int | str = 0.95, *, fit_fraction:
     on unequal terms (issue 35). The directions are fitted on the rows the maps are fitted on
     (the seeded split's fit rows; the first ``fit_rows`` of them when given), never on the
     evaluation rows. ``k`` is the larger of the two sides' counts under ``rule``
-    (:func:`nearid.ica.choose_components`, the ICA family's own rule), so that each side keeps
-    at least that share of its variance and both keep the same number. Returns (projected
-    pair, k).
+    (:func:`nearid.ica.choose_components`, the ICA family's own rule, here applied to the
+    principal variances of the columns as they are), so that each side keeps at least that
+    share of its variance and both keep the same number. (The ICA family's whitening drops
+    constant and duplicate columns first, so on a side with duplicate columns the two counts
+    can differ: chapter 04's smoke CNN gets k = 6 here and 9 under the whitening on every
+    direction.) Returns (projected pair, k).
     """
     from sklearn.decomposition import PCA
 

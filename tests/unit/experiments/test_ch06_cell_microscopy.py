@@ -431,4 +431,4 @@ def test_only_claims_on_pca_ica_rest_on_a_fastica_fit():
               if ch06_cell_microscopy.uses_ica(cid)}
     assert on_ica == {"auroc_ica_gt_pca", "auroc_ica_gt_rand", "sparsity_ica_gt_rand", "sparsity_ica_gt_pca",
                       "concentration_ica_gt_rand"}
-    assert ch06_cell_microscopy.FeatureSet().max_iter == ch06_cell_microscopy.ICA_MAX_ITER == 20_000
+    assert ch06_cell_microscopy.FeatureSet().max_iter == ch06_cell_microscopy.ICA_MAX_ITER == 1_000
