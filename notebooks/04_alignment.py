@@ -179,8 +179,10 @@ glue("ex_width_big", 2 * resolve("04_alignment", "smoke").clf_feature_dim)
 # * **Split.** Every family is fitted on a random {glue:text}`fit_pct`% of each pair's
 #   held-out inputs and scored on the rest (the same split for all four families).
 # * **The same subspace for every family** (declared 2026-12-06, before its results). Each
-#   side is projected onto its own $k$ leading principal directions, fitted on the fit rows,
-#   with $k$ the larger of the two sides' counts under the whitening rule below; all four
+#   side is projected onto its own $k$ leading principal directions, fitted on the fit rows
+#   once its constant and duplicate columns are dropped (as the whitening below drops them;
+#   declared 2026-12-07), with $k$ the larger of the two sides' counts under the whitening
+#   rule below; all four
 #   families are fitted and scored there, and ICA whitens all $k$ directions. Until then ICA
 #   saw only the directions its rule kept (5 to 12 of 64) while the other families saw all
 #   64, so the ordering compared them on unequal terms. One consequence to keep in mind: in

@@ -211,6 +211,16 @@ glue("power_most", f"{int(powered.units_needed.max()):,}" if len(powered) else "
 # need is {glue:text}`power_most`. Where we measure a much smaller spread than the paper's
 # effect, two or three units suffice; where our effect is near zero and noisy, no affordable
 # number would.
+#
+# The last column is the minimum the registry of claims declares for each claim: the same
+# calculation, done once on a pilot run (the reference results named in each entry's
+# `power` field; `benchmarks/power_calculation.py`), at least 3. For the pilot those minimums
+# were read off its own spread; for every later run they are declared before its result.
+# Where the paper gives no number to power against, the minimum stays the design's floor, and
+# the entry says so. A verdict with fewer units than its minimum is still a valid test (its
+# interval is honest); what it lacks is the power to find the paper's effect, so an
+# inconclusive one reads "underpowered". {glue:text}`n_below_min` counted verdicts rest on
+# fewer units than their declared minimum.
 
 # %% tags=["remove-input"]
 display(Markdown(scorecard.power_markdown(counted)))

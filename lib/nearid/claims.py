@@ -32,6 +32,7 @@ KINDS = {
 }
 COUNTED_KINDS = ("paper_claim", "paper_number")  # what the summary's headline counts
 RETRAINING = ("resampled", "not resampled", "none")
+POWER_FLOOR = 3  # the fewest units a power calculation may set: a t interval over 2 has one degree of freedom
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Claim:
     min_n: int
     retraining: str
     min_trainings: int | None = None
+    power: dict | None = None
     paper: dict | None = None
     protocol: tuple[str, ...] = ()
     note: str | None = None
@@ -109,10 +111,29 @@ def _entry(raw: dict, where: str) -> Claim:
     for stamp in ("declared", "first_result"):
         if raw.get(stamp):
             _stamp(str(raw[stamp]))  # refuses a malformed one, naming it
+    _check_power(raw, where)
     if raw["retraining"] == "not resampled" and not raw.get("min_trainings"):
         raise ValueError(f"{where}: a verdict on one training declares min_trainings (the target)")
     return Claim(**{**raw, "protocol": tuple(raw.get("protocol") or ()), "history": tuple(raw.get("history") or ()),
                     "margin": float(raw["margin"]), "min_n": int(raw["min_n"])})
+
+
+def _check_power(raw: dict, where: str) -> None:
+    """A ``power`` field is either the calculation behind ``min_n`` (pilot, method, sd, effect,
+    n; ``min_n`` = max(n, :data:`POWER_FLOOR`)) or ``{none: why}``; only counted claims carry one."""
+    power = raw.get("power")
+    if power is None:
+        return
+    if raw["kind"] not in COUNTED_KINDS:
+        raise ValueError(f"{where}: only the claims the headline counts carry a power calculation")
+    if set(power) == {"none"}:
+        return
+    lacking = sorted({"pilot", "method", "sd", "effect", "n"} - set(power))
+    if lacking:
+        raise ValueError(f"{where}: power lacks {lacking} (or reads {{none: why}})")
+    if int(raw["min_n"]) != max(int(power["n"]), POWER_FLOOR):
+        raise ValueError(f"{where}: min_n {raw['min_n']} is not the power calculation's "
+                         f"{max(int(power['n']), POWER_FLOOR)} (its n {power['n']}, at least {POWER_FLOOR})")
 
 
 def load(path: Path = REGISTRY) -> dict[str, Claim]:

@@ -254,18 +254,39 @@ def units_for_power(low: float, high: float, n: int | None, method: str | None, 
     at the spread the observed interval shows: the power calculation behind a minimum n.
 
     The interval's half-width gives the standard error at the observed n, hence the spread of
-    one unit, sd = SE * sqrt(n); the answer is the smallest n' >= 2 with
-    (c_(1-alpha/2) + c_power) * sd / sqrt(n') <= |effect|, c from Student's t with n' - 1
-    degrees of freedom for a t interval, from the normal for a bootstrap one. NaN where there
-    is no finite interval or no effect to detect; ``most`` + 1 when even ``most`` units would
-    not do (an effect far inside the noise)."""
+    one unit, sd = SE * sqrt(n) (:func:`unit_spread`); the rest is :func:`units_for_spread`.
+    NaN where there is no finite interval or no effect to detect; ``most`` + 1 when even
+    ``most`` units would not do (an effect far inside the noise)."""
+    return units_for_spread(unit_spread(low, high, n, method, confidence), effect, method,
+                            confidence=confidence, power=power, most=most)
+
+
+def unit_spread(low: float, high: float, n: int | None, method: str | None,
+                confidence: float = CONFIDENCE) -> float:
+    """The standard deviation of one unit that a recorded interval implies: its standard error
+    (half-width over the critical value, as :func:`minimum_detectable_effect` reads it) times
+    sqrt(n). NaN where there is no finite interval."""
     se, _ = _standard_error(low, high, n, method, confidence)
-    if se is None or not np.isfinite(effect) or effect == 0:
+    return float("nan") if se is None else float(se * np.sqrt(n))
+
+
+def units_for_spread(sd: float, effect: float, method: str | None, equivalence: bool = False,
+                     confidence: float = CONFIDENCE, power: float = 0.80, most: int = 10_000) -> float:
+    """The smallest n >= 2 whose interval detects a true difference ``effect`` beyond the bound
+    with probability ``power`` when one unit has spread ``sd``:
+    (c_(1-alpha/2) + c_power) * sd / sqrt(n) <= |effect|, c from Student's t with n - 1 degrees
+    of freedom for a t (or Fieller) interval, from the normal for a bootstrap one. With
+    ``equivalence`` the truth is taken to sit on the claimed value and ``effect`` is the
+    margin: both ends of the interval must stay inside it, so c_power becomes
+    c_((1+power)/2). NaN without a finite spread or an effect; ``most`` + 1 when even ``most``
+    units would not do."""
+    if not (np.isfinite(sd) and np.isfinite(effect)) or effect == 0:
         return float("nan")
-    sd, alpha = se * np.sqrt(n), 1 - confidence
+    alpha = 1 - confidence
+    beta_q = (1 + power) / 2 if equivalence else power
     for m in range(2, most + 1):
         dist = stats.t(df=m - 1) if method in T_METHODS else stats.norm()
-        if (dist.ppf(1 - alpha / 2) + dist.ppf(power)) * sd / np.sqrt(m) <= abs(effect):
+        if (dist.ppf(1 - alpha / 2) + dist.ppf(beta_q)) * sd / np.sqrt(m) <= abs(effect):
             return float(m)
     return float(most + 1)
 

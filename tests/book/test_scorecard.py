@@ -40,12 +40,15 @@ def test_tables_counts_and_markdown():
     md = scorecard.to_markdown(claims)
     assert md.index("Orderings of numbers in the paper") < md.index("Our own hypotheses"), "paper's kinds first"
     assert "x \\| y" in md and "{ref}`inconclusive <ch04-verdict>`" in md and "0.10 [0.00, 0.20]" in md
-    assert "| 9 |" in md and "| 3 (below 5) |" in md and "| > 0 |" in md
+    least = claims.loc[0, "min_n"]  # the registry's, from its power calculation
+    assert (f"| 9 (below {least}) |" if 9 < least else "| 9 |") in md and "| 3 (below 5) |" in md
+    assert "| > 0 |" in md
     res = _results()
     res["04_alignment"]["verdicts"]["order_cnn_widths_ica_rigid"]["ica_converged"] = False
     flagged = scorecard.claims_table(res)
     assert flagged.loc[0, "ica_converged"] is False and flagged.loc[1, "ica_converged"] is None
-    assert "| 9 (FastICA unconverged: not decided) |" in scorecard.to_markdown(flagged)
+    below = f"below {least}, " if 9 < least else ""
+    assert f"| 9 ({below}FastICA unconverged: not decided) |" in scorecard.to_markdown(flagged)
     assert flagged.loc[0, "outcome"] == "not decided" and flagged.loc[0, "verdict_fdr"] is None
     # a verdict on one training says so (chapter 02's seed pairs: one pair, its test rows)
     one = {"02_isometric_dgp": {"profile": "quick", "verdicts": {"ica_aligns_seeds": claim(
@@ -223,7 +226,7 @@ def test_the_headline_counts_outcomes_and_leaves_aggregates_and_unconverged_fits
     assert scorecard.outcome_counts(counted) == {"holds": 1, "fails": 1, "smaller than the paper's": 0,
                                                  "larger than the paper's": 0, "underpowered": 1, "not decided": 1}
     power = scorecard.power_markdown(counted)
-    assert power.splitlines()[0] == "| claim | n now | n for the paper's effect |"
+    assert power.splitlines()[0] == "| claim | n now | n for the paper's effect | declared minimum |"
     assert "`ica_vs_ae_infom_falcor3d` (05 disentanglement) | 5 |" in power, "a claim the paper prints a number for"
     tiles = summary_figures.claim_tiles(claims.reset_index()).set_index("claim_id")
     assert tiles.loc["ica_vs_ae_infom_mpi3d", "verdict"] == "not decided"

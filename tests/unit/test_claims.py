@@ -37,19 +37,53 @@ def test_every_declared_claim_is_decided_in_the_quick_book():
     assert set(claims.registry()) == set(_decided("quick"))
 
 
-def test_the_quick_book_meets_every_declared_minimum_n():
-    """The default profile trains enough units for every claim: no verdict of the quick
-    reference rests on fewer units than its registry entry declares (chapters 04 and 06 train
-    five replicates since their minimum became five)."""
+def test_the_quick_book_meets_every_design_floor():
+    """The default profile trains enough units for every claim whose minimum is a design floor
+    (no power calculation: the paper gives no number, or the claim is not counted): no such
+    verdict of the quick reference rests on fewer units than its registry entry declares."""
     registry = claims.registry()
     short = []
     for path in sorted((REFERENCE / "quick").glob("0[1-6]_*.json")):
         doc = json.loads(path.read_text())
         for block in CLAIM_BLOCKS:
             for cid, rec in (doc.get(block) or {}).items():
-                if rec.get("n") is not None and rec["n"] < registry[cid].min_n:
+                power = registry[cid].power or {}
+                if "n" not in power and rec.get("n") is not None and rec["n"] < registry[cid].min_n:
                     short.append((cid, rec["n"], registry[cid].min_n))
     assert not short, short
+
+
+def test_every_counted_minimum_comes_from_its_declared_power_calculation():
+    """Issue 35, item 5: each counted claim's min_n is the n its recorded calculation gives
+    (redone here from the recorded spread and effect), or a floor with the reason there is
+    none; claims not counted carry no calculation."""
+    from nearid.verdicts import units_for_spread
+
+    for c in claims.registry().values():
+        if not c.counts_as_paper_claim:
+            assert c.power is None, c.id
+            continue
+        assert c.power, f"{c.id}: a counted claim declares its power calculation (or why there is none)"
+        if "none" in c.power:
+            continue
+        n = units_for_spread(c.power["sd"], c.power["effect"], c.power["method"],
+                             equivalence=c.test == "equivalence")
+        assert int(n) == c.power["n"], c.id
+        assert c.min_n == max(int(n), claims.POWER_FLOOR), c.id
+
+
+def test_a_power_calculation_that_disagrees_with_min_n_is_refused(tmp_path):
+    counted = {**BASE, "kind": "paper_number", "paper": {"where": "Table 1", "words": "A > B"}}
+    plan = {"pilot": "p", "method": "t", "sd": 0.1, "effect": 0.05, "n": 34}
+    assert claims.load(_write(tmp_path, [{**counted, "min_n": 34, "power": plan}]))["a"].power == plan
+    with pytest.raises(ValueError, match="min_n 5 is not the power calculation's 34"):
+        claims.load(_write(tmp_path, [{**counted, "min_n": 5, "power": plan}]))
+    with pytest.raises(ValueError, match="min_n 5 is not the power calculation's 3"):
+        claims.load(_write(tmp_path, [{**counted, "min_n": 5, "power": {**plan, "n": 2}}]))
+    with pytest.raises(ValueError, match=r"power lacks \['sd'\]"):
+        claims.load(_write(tmp_path, [{**counted, "min_n": 34, "power": {k: v for k, v in plan.items() if k != "sd"}}]))
+    with pytest.raises(ValueError, match="only the claims the headline counts"):
+        claims.load(_write(tmp_path, [{**BASE, "power": {"none": "no number"}}]))
 
 
 def test_the_registry_declares_what_the_issue_asks_of_every_entry():

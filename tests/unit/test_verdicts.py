@@ -237,3 +237,17 @@ def test_units_for_power_is_the_n_whose_minimum_detectable_effect_reaches_the_ef
     assert np.isnan(units_for_power(-np.inf, np.inf, 3, "t", 0.1)), "no interval, no calculation"
     assert np.isnan(units_for_power(-0.1, 0.1, 3, "t", 0.0)), "no effect to detect"
     assert units_for_power(-1.0, 1.0, 3, "t", 1e-6, most=50) == 51, "an effect far inside the noise"
+
+
+def test_units_for_spread_is_the_calculation_behind_units_for_power():
+    """The registry's minimum n (issue 35) is redone from a recorded spread: the same n as
+    reading the spread off the interval; an equivalence claim, whose interval must fit inside
+    its margin on both sides, needs more units than a one-bound claim of the same size."""
+    from nearid.verdicts import unit_spread, units_for_power, units_for_spread
+
+    low, high, n = 0.02, 0.18, 5
+    sd = unit_spread(low, high, n, "t")
+    assert units_for_spread(sd, 0.06, "t") == units_for_power(low, high, n, "t", 0.06)
+    assert units_for_spread(sd, 0.06, "t", equivalence=True) > units_for_spread(sd, 0.06, "t")
+    assert units_for_spread(sd, 0.06, "bootstrap") <= units_for_spread(sd, 0.06, "t"), "normal tails are thinner"
+    assert np.isnan(unit_spread(-np.inf, 0.1, 5, "t")) and np.isnan(units_for_spread(np.nan, 0.1, "t"))

@@ -171,14 +171,16 @@ def _units_needed(rec: dict, entry) -> float:
 def power_markdown(claims: pd.DataFrame) -> str:
     """The counted claims with a power calculation, as a markdown table narrow enough for a
     phone: the units each interval rests on now (their kind is in :func:`units_markdown`'s
-    table), and how many it would need to detect the paper's own difference with 80% power
-    at the spread we measured."""
+    table), how many it would need to detect the paper's own difference with 80% power at the
+    spread we measured, and the minimum the registry declares (from the same calculation on a
+    pilot run: ``benchmarks/power_calculation.py``)."""
     rows = claims[claims["units_needed"].notna()]
-    lines = ["| claim | n now | n for the paper's effect |", "| --- | --: | --: |"]
+    lines = ["| claim | n now | n for the paper's effect | declared minimum |", "| --- | --: | --: | --: |"]
     for r in rows.itertuples():
         need = int(r.units_needed)
         shown = f"more than {need - 1:,}" if need > 10_000 else f"{need:,}"
-        lines.append(f"| `{r.claim_id}` ({chapter_title(r.chapter)}) | {int(r.n)} | {shown} |")
+        least = "–" if _missing(r.min_n) else f"{int(r.min_n):,}"
+        lines.append(f"| `{r.claim_id}` ({chapter_title(r.chapter)}) | {int(r.n)} | {shown} | {least} |")
     return "\n".join(lines)
 
 

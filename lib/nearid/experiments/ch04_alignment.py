@@ -469,21 +469,22 @@ def shared_subspace(pair: Pair, rule: float | int | str = 0.95, *, fit_fraction:
     on unequal terms (issue 35). The directions are fitted on the rows the maps are fitted on
     (the seeded split's fit rows; the first ``fit_rows`` of them when given), never on the
     evaluation rows. ``k`` is the larger of the two sides' counts under ``rule``
-    (:func:`nearid.ica.choose_components`, the ICA family's own rule, here applied to the
-    principal variances of the columns as they are), so that each side keeps at least that
-    share of its variance and both keep the same number. (The ICA family's whitening drops
-    constant and duplicate columns first, so on a side with duplicate columns the two counts
-    can differ: chapter 04's smoke CNN gets k = 6 here and 9 under the whitening on every
-    direction.) Returns (projected pair, k).
+    (:func:`nearid.ica.choose_components`, the ICA family's own rule), so that each side keeps
+    at least that share of its variance and both keep the same number. As the ICA family's
+    whitening does (:class:`nearid.ica.Whitener`), constant and duplicate columns of the fit
+    rows are dropped first: a unit copied twice would otherwise count its variance twice and
+    move ``k``. Returns (projected pair, k).
     """
     from sklearn.decomposition import PCA
 
     from nearid.align import split_rows
-    from nearid.ica import choose_components
+    from nearid.ica import Whitener, _degenerate_columns, choose_components
 
     fit = split_rows(pair.A.shape[0], fit_fraction, seed)[0]
     fit = fit if fit_rows is None else fit[:fit_rows]
     sides = [np.asarray(X, dtype=np.float64) for X in (pair.A, pair.B)]
+    kept = [_degenerate_columns(X[fit], Whitener().rtol)[0] for X in sides]
+    sides = [X if keep.all() else X[:, keep] for X, keep in zip(sides, kept)]  # no copy: the same bits
     pcas = [PCA(svd_solver="full").fit(X[fit]) for X in sides]
     variances = [p.explained_variance_[p.explained_variance_ > p.explained_variance_[0] * 1e-12] for p in pcas]
     k = min(max(choose_components(v, fit.size, rule) for v in variances), *(v.size for v in variances))

@@ -516,6 +516,15 @@ def test_shared_subspace_keeps_the_larger_sides_count_fitted_on_fit_rows_only():
     # fit_rows: the subspace of the first that many fit rows
     few, _ = ch04_alignment.shared_subspace(pair, 0.95, seed=0, fit_rows=100)
     np.testing.assert_allclose(few.A[fit[:100]].mean(0), 0, atol=1e-10)
+    # duplicate and constant columns count once, as in the ICA family's whitening: the same k
+    # and the same subspace as without them (a unit copied twice would weigh its variance twice)
+    padded = ch04_alignment.Pair(pair.name, np.hstack([pair.A, pair.A[:, :3], np.ones((1200, 2))]), pair.B)
+    same, k_padded = ch04_alignment.shared_subspace(padded, 0.95, seed=0)
+    assert k_padded == k
+    np.testing.assert_allclose(np.abs(same.A), np.abs(sub.A), atol=1e-8)  # principal axes up to sign
+    from nearid.ica import Whitener
+
+    assert Whitener(0.95).fit(padded.A[fit]).n_components_ == Whitener(0.95).fit(pair.A[fit]).n_components_
 
 
 def test_compare_pair_on_the_shared_subspace_puts_every_family_on_it():
