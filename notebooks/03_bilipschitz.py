@@ -48,6 +48,7 @@ results_path = None
 
 # %% tags=["remove-cell"]
 import nearid  # first: it pins the CPU kernels before numpy and torch load (nearid.kernels)
+from dataclasses import replace
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -60,9 +61,9 @@ from nearid.book.profiles import resolve
 from nearid.book.results import glue, glue_verdict
 from nearid.claims import registry as claims_registry
 from nearid.experiments import ch03_bilipschitz as ch03
-from nearid.experiments.ch03_bilipschitz import (BiLipschitzSweep, chapter_sweeps, fit_sweeps, fit_theory_curve,
-                                                 leak_effect, rank_correlation, same_proportionality,
-                                                 setting_labels, theory_fit_intervals)
+from nearid.experiments.ch03_bilipschitz import (BiLipschitzSweep, Grid, Images, Training, chapter_sweeps,
+                                                 fit_sweeps, fit_theory_curve, leak_effect, rank_correlation,
+                                                 same_proportionality, setting_labels, theory_fit_intervals)
 from nearid.verdicts import claim
 
 P = resolve("03_bilipschitz", profile, overrides)
@@ -596,9 +597,11 @@ results.save(results_path, {
 # autoencoders (1,000 images, 5 epochs) at three weight decays.
 
 # %%
-small = dict(n_train=1000, n_test=500, latent_dim=P.latent_dim, hidden=tuple(P.hidden), epochs=5,
-             tie_encoder=True, executor=P.executor, scheduler=P.scheduler, log=None)
-wd_sweep = BiLipschitzSweep(alphas=[1.0], seeds=2, weight_decays=[0.0, 0.5, 2.0], **small).fit()
+images = Images(n_train=1000, n_test=500)
+training = Training(latent_dim=P.latent_dim, hidden=P.hidden, epochs=5, device="auto")
+run = dict(executor=P.executor, scheduler=P.scheduler, log=None)
+wd_sweep = BiLipschitzSweep(Grid(alphas=[1.0], seeds=2, weight_decays=[0.0, 0.5, 2.0], tie_encoder=True),
+                            images=images, training=training).fit(**run)
 wd_table = wd_sweep.summary()[["weight_decay", "L_mean", "recon_error", "rigid_error"]]
 
 # %% tags=["remove-input"]
@@ -645,8 +648,9 @@ glue("ex_wd_sentence", f"At this small scale the linear decoder's L is {wd_L.loc
 
 # %%
 latent = pd.concat([
-    BiLipschitzSweep(alphas=[0.0, 1.0], seeds=2, weight_decays=[P.digit_weight_decay],
-                     **{**small, "latent_dim": d}).fit().summary().assign(latent_dim=d)
+    BiLipschitzSweep(Grid(alphas=[0.0, 1.0], seeds=2, weight_decays=[P.digit_weight_decay], tie_encoder=True),
+                     images=images, training=replace(training, latent_dim=d)).fit(**run).summary()
+    .assign(latent_dim=d)
     for d in sorted({max(2, P.latent_dim // 2), P.latent_dim})])
 
 # %% tags=["remove-input"]
@@ -725,12 +729,13 @@ glue("ex_local_sentence", f"The verdict with the local estimate is {local.verdic
 
 # %%
 import torch
-from nearid.experiments.ch03_bilipschitz import load_images, train_autoencoder
+from nearid.experiments.ch03_bilipschitz import Training, load_images, train_autoencoder
 from nearid.lipschitz import estimate_bilipschitz
 
 X_tr, _ = load_images(train=True, n=1000)
 X_te, _ = load_images(train=False, n=200)
-model, _ = train_autoencoder(X_tr, alpha=0.0, seed=0, latent_dim=P.latent_dim, hidden=P.hidden, epochs=2)
+model, _ = train_autoencoder(X_tr, alpha=0.0, seed=0, training=Training(latent_dim=P.latent_dim, hidden=P.hidden,
+                                                                       epochs=2))
 with torch.no_grad():
     Z = model.encode(torch.as_tensor(X_te))
 J = torch.vmap(torch.func.jacfwd(model.decoder))(Z)              # (200, 784, d)

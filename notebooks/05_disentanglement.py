@@ -50,6 +50,7 @@ results_path = None
 
 # %% tags=["remove-cell"]
 import nearid  # first: it pins the CPU kernels before numpy and torch load (nearid.kernels)
+from dataclasses import replace
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -68,8 +69,8 @@ from nearid.data.procedural import FACTOR_GRIDS, grid_size, traversal
 from nearid.experiments.ch05_disentanglement import (BASELINES, CONVERGED_INFOE_CHECK, DEFAULT_HYPER, EQUAL_LATENTS,
                                                      INFOMEC, MODEL_LABELS, MODELS, SCORE_LABELS, VARIANT_ROW, claims,
                                                      collect, converged_infoe_check, eval_factors,
-                                                     paired_differences, paper_comparison, plan, summarise,
-                                                     table2_payload, train_and_score, trend_change,
+                                                     paired_differences, paper_comparison, plan, Setup,
+                                                     summarise, table2_payload, train_and_score, trend_change,
                                                      trend_summary)
 from nearid.metrics.infomec import infomec
 from nearid.tasks import run_tasks
@@ -319,7 +320,7 @@ glue("trend_list", ", ".join(map(str, trend_budgets[:-1])) + " and " + str(trend
 tasks = plan(P)
 bench = collect(run_tasks(tasks, executor=P.executor, scheduler=P.scheduler))
 summary = summarise(bench.scores)
-n_train_run, n_eval_run = tasks[0].kwargs["n_train"], tasks[0].kwargs["n_eval"]
+n_train_run, n_eval_run = tasks[0].kwargs["setup"].n_train, tasks[0].kwargs["setup"].n_eval
 
 # %% [markdown]
 # ## Table 2, ours beside the paper's
@@ -789,12 +790,12 @@ glue("ex_heat_worst_nmi", float(best.iloc[-1, 0]))
 # %%
 # Retraining is needed: smoke-sized (one dataset, one seed, 16-pixel images, 3 epochs), so
 # the numbers are rough; `nearid run 05 -p latent_multiplier=1` gives the full answer.
-small = dict(dataset=P.heatmap_dataset, model="ae", seed=P.seed, image_size=16, n_train=1000,
-             n_eval=500, epochs=3, batch_size=64, lr=2e-3, width=8, hidden=64, supersample=1,
-             data_seed=P.seed, secondary=False, ica_keep=P.ica_keep, device=P.device)
+small = Setup(image_size=16, n_train=1000, n_eval=500, epochs=3, batch_size=64, lr=2e-3, width=8, hidden=64,
+              supersample=1, data_seed=P.seed, secondary=False, ica_keep=P.ica_keep, device=P.device)
 ex_rows = {}
 for mult in (1, 2):
-    r = train_and_score(**small, latent_multiplier=mult)
+    r = train_and_score(dataset=P.heatmap_dataset, model="ae", seed=P.seed,
+                        setup=replace(small, latent_multiplier=mult))
     for key in ("ae", "ae_ica"):
         ex_rows[(f"{mult} x K", MODEL_LABELS[key])] = {SCORE_LABELS[s]: r["rows"][key][s] for s in INFOMEC}
 ex_latent = pd.DataFrame(ex_rows).T.round(3)

@@ -141,6 +141,21 @@ class Boolean(Constraint):
         return "True or False"
 
 
+class InstanceOf(Constraint):
+    """An instance of ``kind`` (a settings record, say): refused with the record's name."""
+
+    def __init__(self, kind: type):
+        self.kind = kind
+
+    def check(self, name, value):
+        if not isinstance(value, self.kind):
+            self.fail(name, value)
+        return value
+
+    def describe(self) -> str:
+        return f"a {self.kind.__name__} record"
+
+
 class Text(Constraint):
     """A string; ``validator`` (raising ValueError) narrows it, ``what`` describes it."""
 

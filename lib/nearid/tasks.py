@@ -51,6 +51,7 @@ Where the executor and the cache come from, in order: the arguments of :func:`ru
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import importlib
 import importlib.metadata
@@ -101,8 +102,12 @@ def _json_default(value: Any) -> Any:
                 "shape": list(data.shape)}
     if isinstance(value, os.PathLike):
         return os.fspath(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a frozen settings record
+        return {"record": type(value).__qualname__,
+                **{f.name: getattr(value, f.name) for f in dataclasses.fields(value)}}
     raise TypeError(f"task arguments must be JSON values (numbers, strings, lists, dicts; numpy "
-                    f"scalars and arrays are accepted), got {type(value).__name__}: {value!r:.80}")
+                    f"scalars and arrays and settings records are accepted), got {type(value).__name__}: "
+                    f"{value!r:.80}")
 
 
 def _kwargs_json(kwargs: dict[str, Any]) -> str:

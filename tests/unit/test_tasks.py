@@ -308,6 +308,32 @@ def test_keys_follow_array_contents_and_refuse_unknown_values():
         Task(square, {"x": object()})
 
 
+def test_keys_name_every_field_of_a_settings_record():
+    """A task's settings may come as one frozen record (issue 37): its key still follows each
+    field, and the record's type, not its identity."""
+    from dataclasses import dataclass, replace
+
+    @dataclass(frozen=True)
+    class Settings:
+        epochs: int = 1
+        lr: float = 0.1
+        seeds: tuple[int, ...] = (0, 1)
+
+    @dataclass(frozen=True)
+    class Other:
+        epochs: int = 1
+        lr: float = 0.1
+        seeds: tuple[int, ...] = (0, 1)
+
+    key = task_key(Task(square, {"x": Settings()}))
+    assert key == task_key(Task(square, {"x": Settings()}))
+    assert key != task_key(Task(square, {"x": replace(Settings(), lr=0.2)}))
+    assert key != task_key(Task(square, {"x": replace(Settings(), seeds=(0, 2))}))
+    assert key != task_key(Task(square, {"x": Other()})), "another record type with the same fields"
+    with pytest.raises(TypeError, match="JSON values"):
+        Task(square, {"x": Settings})  # the class, not a record
+
+
 def test_keys_follow_the_code_of_a_task_module_outside_nearid(tmp_path, monkeypatch):
     (tmp_path / "mytasks.py").write_text("def f(x):\n    return x\n")
     monkeypatch.syspath_prepend(str(tmp_path))

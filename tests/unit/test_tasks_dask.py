@@ -192,7 +192,7 @@ def test_chapter_02_and_03_smoke_sweeps_on_a_local_cluster_match_in_process(clus
 
     def sweeps(o):
         P = resolve("03", "smoke", o)
-        fitted = ch03.fit_sweeps(ch03.chapter_sweeps(P, log=None), executor=P.executor,
+        fitted = ch03.fit_sweeps(ch03.chapter_sweeps(P), executor=P.executor,
                                  scheduler=P.scheduler, log=None)
         return {name: (sw.models_, sw.pairs_) for name, sw in fitted.items()}
 

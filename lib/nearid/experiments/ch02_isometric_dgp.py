@@ -42,52 +42,86 @@ DRY_RUN_ICA_ITER = 50  # ... with at most this many FastICA iterations (untraine
 ICA_MAX_ITER = 1000
 
 
+# ----------------------------------------------------------------------------- settings
+@dataclass(frozen=True)
+class Sample:
+    """The data every model of a sweep sees: g_delta's latent and observed sizes, its factor
+    distribution (``sources``) and its training and held-out samples, all drawn from
+    ``dgp_seed``, so that the models' codes can be compared row for row."""
+
+    latent_dim: int
+    observed_dim: int
+    n_train: int
+    n_test: int
+    sources: str = "uniform"
+    dgp_seed: int = 0
+
+
+@dataclass(frozen=True)
+class Training:
+    """An MLP autoencoder's hidden width and its AdamW training, on ``device``."""
+
+    hidden: int
+    epochs: int
+    batch_size: int
+    lr: float
+    weight_decay: float = 0.0
+    device: str = "cpu"
+
+
+@dataclass(frozen=True)
+class ICAScoring:
+    """How the codes are whitened (``components``: the rule of :func:`nearid.ica.choose_components`)
+    and how long FastICA may run when they are scored."""
+
+    components: float | int | str | None = "all"
+    max_iter: int = ICA_MAX_ITER
+
+
 # ----------------------------------------------------------------------------- tasks
-def train_isometric(*, delta: float, seed: int, dgp_seed: int, sources: str, latent_dim: int,
-                    observed_dim: int, n_train: int, n_test: int, epochs: int, batch_size: int,
-                    lr: float, weight_decay: float, hidden: int,
-                    ica_components: float | int | str | None = "all", ica_max_iter: int = ICA_MAX_ITER,
-                    device: str = "cpu", max_steps: int | None = None) -> dict[str, Any]:
+def train_isometric(*, delta: float, seed: int, sample: Sample, training: Training, ica: ICAScoring = ICAScoring(),
+                    max_steps: int | None = None) -> dict[str, Any]:
     """One task: train one seeded MLP autoencoder on g_delta's data and score its codes.
 
     The DGP, its training and held-out samples and the fit/evaluation split of the scores
-    depend on ``dgp_seed`` only, so every model of a sweep sees the same held-out inputs and
-    their codes can be compared row for row. Returns the held-out ``codes`` and ``factors``,
-    the measured bi-Lipschitz constant of g, the held-out reconstruction error and
-    :func:`nearid.identifiability.structural_scores`.
+    depend on ``sample.dgp_seed`` only, so every model of a sweep sees the same held-out
+    inputs and their codes can be compared row for row. Returns the held-out ``codes`` and
+    ``factors``, the measured bi-Lipschitz constant of g, the held-out reconstruction error
+    and :func:`nearid.identifiability.structural_scores`.
     """
-    dgp = IsometricDGP(latent_dim, observed_dim, delta, sources=sources, random_state=dgp_seed)
-    X, _ = dgp.sample(n_train, seed=dgp_seed + 1)
-    Xt, Ut = dgp.sample(n_test, seed=dgp_seed + 2)
-    dev = resolve_device(device)
+    d = sample
+    dgp = IsometricDGP(d.latent_dim, d.observed_dim, delta, sources=d.sources, random_state=d.dgp_seed)
+    X, _ = dgp.sample(d.n_train, seed=d.dgp_seed + 1)
+    Xt, Ut = dgp.sample(d.n_test, seed=d.dgp_seed + 2)
+    dev = resolve_device(training.device)
     torch.manual_seed(seed)
-    model = MLPAutoencoder(observed_dim, latent_dim, hidden=(hidden, hidden))
-    res = fit(model, X, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
-              seed=seed, device=dev, max_steps=max_steps)
+    model = MLPAutoencoder(d.observed_dim, d.latent_dim, hidden=(training.hidden, training.hidden))
+    res = fit(model, X, epochs=training.epochs, batch_size=training.batch_size, lr=training.lr,
+              weight_decay=training.weight_decay, seed=seed, device=dev, max_steps=max_steps)
     Z = predict(model.encode, Xt, device=dev)
     recon = float(np.mean((predict(model, Xt, device=dev) - Xt) ** 2))
     return {"delta": delta, "seed": seed, "codes": Z, "factors": Ut,
             "bilipschitz": dgp.bilipschitz_constant(Ut), "train_loss": res.losses[-1],
             "test_mse": recon, "steps": res.steps, "seconds": res.seconds,
-            **structural_scores(Z, Ut, seed=dgp_seed, ica_components=ica_components, ica_max_iter=ica_max_iter)}
+            **structural_scores(Z, Ut, seed=d.dgp_seed, ica_components=ica.components, ica_max_iter=ica.max_iter)}
 
 
-def train_blob(*, size: int, n_train: int, n_test: int, epochs: int, hidden: int, lr: float,
-               weight_decay: float, batch_size: int, seed: int, device: str = "cpu",
+def train_blob(*, size: int, n_train: int, n_test: int, seed: int, training: Training,
                max_steps: int | None = None) -> dict[str, Any]:
     """One task: an image DGP (a translated Gaussian blob, 2 independent factors), one
-    autoencoder with a 2-d code; its held-out codes, their whitened ICA components and scores.
+    autoencoder with a 2-d code (hidden widths 4 x and 1 x ``training.hidden``); its held-out
+    codes, their whitened ICA components and scores.
     """
     from nearid.ica import WhitenedICA
 
     X, _ = blob_images(n_train, size=size, seed=seed + 1)
     Xt, Ut = blob_images(n_test, size=size, seed=seed + 2)
     X, Xt = X.reshape(len(X), -1), Xt.reshape(len(Xt), -1)
-    dev = resolve_device(device)
+    dev = resolve_device(training.device)
     torch.manual_seed(seed)
-    model = MLPAutoencoder(X.shape[1], 2, hidden=(4 * hidden, hidden))
-    res = fit(model, X, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
-              seed=seed, device=dev, max_steps=max_steps)
+    model = MLPAutoencoder(X.shape[1], 2, hidden=(4 * training.hidden, training.hidden))
+    res = fit(model, X, epochs=training.epochs, batch_size=training.batch_size, lr=training.lr,
+              weight_decay=training.weight_decay, seed=seed, device=dev, max_steps=max_steps)
     Z = predict(model.encode, Xt, device=dev)
     S = WhitenedICA(n_components="all", random_state=seed).fit(Z).transform(Z)  # 2 axes, 2 factors
     return {"scores": structural_scores(Z, Ut, seed=seed), "codes": Z, "ica_codes": S, "factors": Ut,
@@ -112,15 +146,15 @@ def model_tasks(P, *, deltas=None, weight_decay: float | None = None, sources: s
     seeds = P["seeds"] if seeds is None else seeds
     dry = bool(P.get("dry_run", False))
     n_test = min(P["n_test"], DRY_RUN_EVAL_ROWS) if dry else P["n_test"]
+    sample = Sample(latent_dim=P["latent_dim"], observed_dim=P["observed_dim"], n_train=P["n_train"], n_test=n_test,
+                    sources=sources, dgp_seed=P["seed"])
+    training = Training(hidden=P["hidden"], epochs=P["epochs"], batch_size=P["batch_size"], lr=P["lr"],
+                        weight_decay=float(weight_decay), device=P["device"])
+    ica = ICAScoring(components=P["ica_components"], max_iter=DRY_RUN_ICA_ITER if dry else ICA_MAX_ITER)
     tasks = []
     for delta in deltas:
         for s in range(P["seed"] + first_seed, P["seed"] + seeds):
-            kwargs = dict(delta=float(delta), seed=s, dgp_seed=P["seed"], sources=sources,
-                          latent_dim=P["latent_dim"], observed_dim=P["observed_dim"],
-                          n_train=P["n_train"], n_test=n_test, epochs=P["epochs"],
-                          batch_size=P["batch_size"], lr=P["lr"], weight_decay=float(weight_decay),
-                          hidden=P["hidden"], ica_components=P["ica_components"],
-                          ica_max_iter=DRY_RUN_ICA_ITER if dry else ICA_MAX_ITER, device=P["device"],
+            kwargs = dict(delta=float(delta), seed=s, sample=sample, training=training, ica=ica,
                           max_steps=DRY_RUN_STEPS if dry else None)
             tasks.append(Task(train_isometric, kwargs, kind=MODEL_KIND, gpu=P["device"] != "cpu",
                               label=f"delta={delta:.2f} seed={s} weight_decay={weight_decay:g} {sources}",
@@ -131,11 +165,11 @@ def model_tasks(P, *, deltas=None, weight_decay: float | None = None, sources: s
 def blob_task(P) -> Task:
     """The :func:`train_blob` task for chapter parameters ``P``."""
     dry = bool(P.get("dry_run", False))
+    training = Training(hidden=P["hidden"], epochs=P["image_epochs"], batch_size=P["batch_size"], lr=P["lr"],
+                        weight_decay=P["weight_decay"], device=P["device"])
     kwargs = dict(size=P["image_size"], n_train=P["n_train"],
-                  n_test=min(P["n_test"], DRY_RUN_EVAL_ROWS) if dry else P["n_test"],
-                  epochs=P["image_epochs"], hidden=P["hidden"], lr=P["lr"], weight_decay=P["weight_decay"],
-                  batch_size=P["batch_size"], seed=P["seed"], device=P["device"],
-                  max_steps=DRY_RUN_STEPS if dry else None)
+                  n_test=min(P["n_test"], DRY_RUN_EVAL_ROWS) if dry else P["n_test"], seed=P["seed"],
+                  training=training, max_steps=DRY_RUN_STEPS if dry else None)
     return Task(train_blob, kwargs, kind=BLOB_KIND, gpu=P["device"] != "cpu",
                 label=f"blob {P['image_size']}px", steps=_steps(P["n_train"], P["batch_size"], P["image_epochs"], dry))
 
@@ -303,8 +337,7 @@ def data_mb(P) -> float:
 
 # ----------------------------------------------------------------------------- evaluation, priced
 def seed_pair_comparisons(*, n_rows: int, latent_dim: int, seeds: int, pairs: int, sources: str = "uniform",
-                          ica_components: float | int | str | None = "all", ica_max_iter: int = ICA_MAX_ITER,
-                          seed: int = 0, max_steps: int | None = None) -> int:
+                          ica: ICAScoring = ICAScoring(), seed: int = 0, max_steps: int | None = None) -> int:
     """:func:`assemble`'s work at a chapter's shape, on stand-in codes, for ``nearid plan``:
     ``pairs`` seed-pair comparisons (only the first ``max_steps`` of them when given) of
     ``n_rows`` x ``latent_dim`` codes of ``seeds`` models. The codes are seeded linear
@@ -323,7 +356,7 @@ def seed_pair_comparisons(*, n_rows: int, latent_dim: int, seeds: int, pairs: in
     done = 0 if not order else min(pairs, max_steps) if max_steps is not None else pairs
     for k in range(done):
         i, j = order[k % len(order)]
-        compare(codes[i], codes[j], seed=seed, ica_components=ica_components, ica_max_iter=ica_max_iter)
+        compare(codes[i], codes[j], seed=seed, ica_components=ica.components, ica_max_iter=ica.max_iter)
     return done
 
 
@@ -333,7 +366,8 @@ def evaluation_plan(P) -> list[Task]:
     the ablation, one unit (``steps``) per pair, so that a few pairs are timed and scaled up."""
     n_pairs = math.comb(P["seeds"], 2) * (len(P["deltas"]) + 1)
     n_rows = min(P["n_test"], DRY_RUN_EVAL_ROWS) if P.get("dry_run", False) else P["n_test"]
+    evaluation = _evaluation(P)
     kwargs = dict(n_rows=n_rows, latent_dim=P["latent_dim"], seeds=P["seeds"], pairs=n_pairs, sources=P["sources"],
-                  seed=P["seed"], **_evaluation(P))
+                  seed=P["seed"], ica=ICAScoring(evaluation["ica_components"], evaluation["ica_max_iter"]))
     return [Task(seed_pair_comparisons, kwargs, kind="seed_pair_comparisons", steps=n_pairs,
                  label=f"{n_pairs} seed-pair comparisons of {n_rows} x {P['latent_dim']} codes")]

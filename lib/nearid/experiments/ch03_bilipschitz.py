@@ -20,7 +20,7 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -28,7 +28,8 @@ import torch
 from scipy.stats import rankdata
 
 from nearid.align import compare
-from nearid.constraints import NON_NEGATIVE, Interval, ListOf, Options, OrNone, check_args, validate_params
+from nearid.constraints import (NON_NEGATIVE, InstanceOf, Interval, ListOf, Options, OrNone, check_args,
+                                validate_params)
 from nearid.lipschitz import NORMALISATION, bilipschitz_from_singular_values, jacobian_singular_values
 from nearid.models import MLPAutoencoder
 from nearid.tasks import Task, run_tasks, runner_log
@@ -100,20 +101,81 @@ def load_images(dataset: str = "mnist", *, train: bool, n: int | None = None,
     return np.array(X), np.array(y)
 
 
+# --------------------------------------------------------------------------- settings
+@dataclass(frozen=True)
+class Images:
+    """Which images a model trains and is measured on: the first ``n_train`` training and
+    ``n_test`` test images of ``dataset``, and of those only the first ``eval_rows`` held-out
+    images when given (a dry run)."""
+
+    dataset: str = "mnist"
+    n_train: int = 5000
+    n_test: int = 2000
+    eval_rows: int | None = None
+
+    def __post_init__(self):
+        check_args(dict(dataset=DATASET, n_train=Interval(int, 1), n_test=Interval(int, 1),
+                        eval_rows=OrNone(Interval(int, 1))), vars(self))
+
+
+@dataclass(frozen=True)
+class Training:
+    """An autoencoder's shape (``latent_dim``, ``hidden`` widths, the encoder's leaky-ReLU
+    ``encoder_slope``) and how it trains (AdamW: ``epochs``, ``batch_size``, ``lr``), on
+    ``device``. One frozen record shared by every model of a sweep, so a task's key names
+    every setting while its arguments stay few."""
+
+    latent_dim: int = 8
+    hidden: tuple[int, ...] = (128, 64)
+    epochs: int = 20
+    batch_size: int = 64
+    lr: float = 2e-3
+    encoder_slope: float = 0.0
+    device: str = "cpu"
+
+    def __post_init__(self):
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+        check_args(dict(latent_dim=Interval(int, 1), epochs=Interval(int, 1), batch_size=Interval(int, 1),
+                        encoder_slope=ALPHA), vars(self))
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The settings a sweep trains: ``alphas`` (decoder leaky-ReLU negative slopes in [0, 1];
+    1 = linear) x ``weight_decays`` (AdamW's decoupled weight decay) x ``seeds`` models each
+    (seeds ``seed, seed+1, ...``; pairs of them are aligned), per class of ``digits`` (None:
+    every image, group "all"). ``tie_encoder``: the encoder takes the decoder's slope alpha
+    (alpha = 1 is then a linear autoencoder) instead of the training's ``encoder_slope``."""
+
+    alphas: tuple[float, ...]
+    seeds: int = 3
+    weight_decays: tuple[float, ...] = (0.0,)
+    digits: tuple[int, ...] | None = None
+    seed: int = 0
+    tie_encoder: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "alphas", tuple(self.alphas))
+        object.__setattr__(self, "weight_decays", tuple(self.weight_decays))
+        if self.digits is not None:
+            object.__setattr__(self, "digits", tuple(self.digits))
+        # seeds >= 2: alignment needs pairs of models; digits: None (all images) or some classes
+        check_args(dict(alphas=ListOf(ALPHA), seeds=Interval(int, 2), weight_decays=ListOf(NON_NEGATIVE),
+                        digits=OrNone(ListOf(Interval(int, 0, 9)))), vars(self))
+
+
 # --------------------------------------------------------------------------- one model
 @validate_params(alpha=ALPHA)
-def train_autoencoder(X, *, alpha: float, seed: int, latent_dim: int = 8,
-                      hidden: Sequence[int] = (128, 64), epochs: int = 20, batch_size: int = 64,
-                      lr: float = 2e-3, weight_decay: float = 0.0, encoder_slope: float = 0.0,
-                      device: str | torch.device = "cpu",
+def train_autoencoder(X, *, alpha: float, seed: int, training: Training = Training(), weight_decay: float = 0.0,
                       max_steps: int | None = None) -> tuple[MLPAutoencoder, TrainResult]:
-    """One MLP autoencoder on flattened images ``X``; ``seed`` fixes both init and shuffling."""
+    """One MLP autoencoder on flattened images ``X`` with decoder slope ``alpha``, shaped and
+    trained as ``training`` says; ``seed`` fixes both init and shuffling."""
     X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
     torch.manual_seed(seed)
-    model = MLPAutoencoder(X.shape[1], latent_dim, hidden=hidden, encoder_slope=encoder_slope,
-                           decoder_slope=alpha)
-    result = fit(model, X, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
-                 seed=seed, device=resolve_device(device), max_steps=max_steps)
+    model = MLPAutoencoder(X.shape[1], training.latent_dim, hidden=training.hidden,
+                           encoder_slope=training.encoder_slope, decoder_slope=alpha)
+    result = fit(model, X, epochs=training.epochs, batch_size=training.batch_size, lr=training.lr,
+                 weight_decay=weight_decay, seed=seed, device=resolve_device(training.device), max_steps=max_steps)
     return model, result
 
 
@@ -129,15 +191,12 @@ def evaluate_autoencoder(model: MLPAutoencoder, X, *, device: str | torch.device
 
 
 def train_and_measure(*, alpha: float, seed: int, weight_decay: float = 0.0, digit: int | None = None,
-                      dataset: str = "mnist", n_train: int = 5000, n_test: int = 2000, latent_dim: int = 8,
-                      hidden: Sequence[int] = (128, 64), epochs: int = 20, batch_size: int = 64,
-                      lr: float = 2e-3, encoder_slope: float = 0.0, device: str = "auto",
-                      max_steps: int | None = None, eval_rows: int | None = None, evaluate: float = 1.0) -> dict:
+                      images: Images = Images(), training: Training = Training(), max_steps: int | None = None,
+                      evaluate: float = 1.0) -> dict:
     """The chapter's task: train one autoencoder and measure it on held-out images.
 
-    Trains on the first ``n_train`` training images (of class ``digit`` only, if given) and
-    evaluates on the first ``n_test`` test images (same class; only the first ``eval_rows`` of
-    them when given, as a dry run does). Returns the held-out codes,
+    Trains on ``images``' training images (of class ``digit`` only, if given) and evaluates
+    on its held-out images (same class). Returns the held-out codes,
     the decoder Jacobian's singular values at them (B(z) is computed from these by the
     sweep, so the estimator can change without retraining), the reconstruction error and
     the training record; no torch module, so the result is small and cacheable.
@@ -147,17 +206,16 @@ def train_and_measure(*, alpha: float, seed: int, weight_decay: float = 0.0, dig
     """
     if not 0 <= evaluate <= 1:
         raise ValueError(f"evaluate must be a share in [0, 1], got {evaluate}")
-    X_tr, _ = load_images(dataset, train=True, n=n_train, digit=digit)
-    X_te, _ = load_images(dataset, train=False, n=n_test, digit=digit)
-    X_te = X_te[:eval_rows]
+    X_tr, _ = load_images(images.dataset, train=True, n=images.n_train, digit=digit)
+    X_te, _ = load_images(images.dataset, train=False, n=images.n_test, digit=digit)
+    X_te = X_te[:images.eval_rows]
     if evaluate < 1:
         X_te = X_te[:max(MIN_MEASURED, math.ceil(evaluate * len(X_te)))]
     if len(X_tr) == 0 or len(X_te) < 3:
-        raise ValueError(f"{dataset} digit={digit}: {len(X_tr)} training and {len(X_te)} held-out images")
-    model, res = train_autoencoder(X_tr, alpha=alpha, seed=seed, latent_dim=latent_dim, hidden=hidden,
-                                   epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
-                                   encoder_slope=encoder_slope, device=device, max_steps=max_steps)
-    ev = evaluate_autoencoder(model, X_te, device=device)
+        raise ValueError(f"{images.dataset} digit={digit}: {len(X_tr)} training and {len(X_te)} held-out images")
+    model, res = train_autoencoder(X_tr, alpha=alpha, seed=seed, training=training, weight_decay=weight_decay,
+                                   max_steps=max_steps)
+    ev = evaluate_autoencoder(model, X_te, device=training.device)
     return {**ev, "train_loss": res.losses[-1] if res.losses else float("nan"), "seconds": res.seconds,
             "steps": res.steps, "n_train": len(X_tr), "n_test": len(X_te)}
 
@@ -168,22 +226,16 @@ class BiLipschitzSweep:
 
     Parameters
     ----------
-    alphas : decoder leaky-ReLU negative slopes, each in [0, 1] (1 = linear decoder).
-    seeds : number of seeds per setting (models ``seed, seed+1, ...``); pairs of them are aligned.
-    weight_decays : AdamW decoupled weight decays, the second knob on the decoder's Lipschitz constant.
-    digits : None trains on all images (group "all"); a list of classes trains one model per
-        class and setting, on that class's images only, evaluated on its held-out images.
-    dataset, n_train, n_test : the first ``n_train`` training and ``n_test`` test images.
-    latent_dim, hidden, epochs, batch_size, lr, encoder_slope : the autoencoder and its training.
-    tie_encoder : if True the encoder uses the same slope alpha as the decoder (so alpha = 1 is
-        a linear autoencoder) and ``encoder_slope`` is ignored.
+    grid : the settings and seeds to train (:class:`Grid`).
+    images : the images each model trains and is measured on (:class:`Images`).
+    training : every model's shape and training (:class:`Training`; with ``grid.tie_encoder``
+        its ``encoder_slope`` is replaced by each model's alpha).
     normalisation : how B(z) fixes the decoder's scale (:mod:`nearid.lipschitz`): "model"
         (one scale per model; the chapter's definition) or "local". Both are stored.
     fit_fraction : share of held-out images used to fit each alignment map (the rest score it).
     max_steps : stop every model after this many optimiser steps (a dry run uses 2).
-    eval_rows : evaluate each model on at most this many of its held-out images (a dry run).
-    executor, scheduler : where the tasks run (:func:`nearid.tasks.run_tasks`).
-    log : called with one line per finished task and per setting (``print``); None is silent.
+
+    Where the tasks run (``executor``, ``scheduler``) and the log are :meth:`fit`'s arguments.
 
     Attributes (after ``fit``)
     --------------------------
@@ -194,57 +246,34 @@ class BiLipschitzSweep:
     B_ : one row per (model, held-out image): the setting, seed, B, B_local.
     """
 
-    def __init__(self, *, alphas: Sequence[float], seeds: int = 3, weight_decays: Sequence[float] = (0.0,),
-                 digits: Sequence[int] | None = None, seed: int = 0, dataset: str = "mnist",
-                 n_train: int = 5000, n_test: int = 2000, latent_dim: int = 8,
-                 hidden: Sequence[int] = (128, 64), epochs: int = 20, batch_size: int = 64, lr: float = 2e-3,
-                 encoder_slope: float = 0.0, tie_encoder: bool = False, normalisation: str = "model",
-                 fit_fraction: float = 0.5, device: str = "auto", max_steps: int | None = None,
-                 eval_rows: int | None = None, executor: str | None = None, scheduler: str | None = None,
-                 log: Callable[[str], None] | None = runner_log):
-        self.alphas = alphas
-        self.seeds = seeds
-        self.weight_decays = weight_decays
-        self.digits = digits
-        self.seed = seed
-        self.dataset = dataset
-        self.n_train = n_train
-        self.n_test = n_test
-        self.latent_dim = latent_dim
-        self.hidden = hidden
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.lr = lr
-        self.encoder_slope = encoder_slope
-        self.tie_encoder = tie_encoder
+    def __init__(self, grid: Grid, *, images: Images = Images(), training: Training = Training(device="auto"),
+                 normalisation: str = "model", fit_fraction: float = 0.5, max_steps: int | None = None):
+        self.grid = grid
+        self.images = images
+        self.training = training
         self.normalisation = normalisation
         self.fit_fraction = fit_fraction
-        self.device = device
         self.max_steps = max_steps
-        self.eval_rows = eval_rows
-        self.executor = executor
-        self.scheduler = scheduler
-        self.log = log
+        self.log = runner_log
 
-    # seeds >= 2: alignment needs pairs of models; digits: None (all images) or some classes
-    _constraints = dict(alphas=ListOf(ALPHA), seeds=Interval(int, 2), weight_decays=ListOf(NON_NEGATIVE),
-                        digits=OrNone(ListOf(Interval(int, 0, 9))), dataset=DATASET,
+    _constraints = dict(grid=InstanceOf(Grid), images=InstanceOf(Images), training=InstanceOf(Training),
                         normalisation=NORMALISATION)
 
     def _validate(self):
-        check_args(self._constraints, vars(self))
+        check_args(self._constraints, {k: getattr(self, k) for k in self._constraints})
 
     def _groups(self) -> list[tuple[str, int | None, int]]:
         """(group name, digit, training images) per group; checks each digit has enough images."""
-        y_tr = _labels(self.dataset, True)[:self.n_train]
-        if self.digits is None:
+        im = self.images
+        y_tr = _labels(im.dataset, True)[:im.n_train]
+        if self.grid.digits is None:
             return [("all", None, len(y_tr))]
-        y_te = _labels(self.dataset, False)[:self.n_test]
-        need = math.ceil((self.latent_dim + 2) / self.fit_fraction) + 3
+        y_te = _labels(im.dataset, False)[:im.n_test]
+        need = math.ceil((self.training.latent_dim + 2) / self.fit_fraction) + 3
         groups = []
-        for d in self.digits:
+        for d in self.grid.digits:
             n_tr, n_te = int((y_tr == d).sum()), int((y_te == d).sum())
-            n_te = n_te if self.eval_rows is None else min(n_te, self.eval_rows)
+            n_te = n_te if im.eval_rows is None else min(n_te, im.eval_rows)
             if n_tr == 0 or n_te < need:
                 raise ValueError(f"digit {d}: {n_tr} training and {n_te} held-out images; need some "
                                  f"training images and >= {need} held-out (raise n_train / n_test)")
@@ -255,29 +284,32 @@ class BiLipschitzSweep:
         """One task per model: groups x weight decays x alphas x seeds, in that order."""
         self._validate()
         out = []
+        g, tr = self.grid, self.training
         for (group, digit, n), wd, alpha, k in itertools.product(
-                self._groups(), self.weight_decays, self.alphas, range(self.seeds)):
-            steps = self.epochs * math.ceil(n / self.batch_size)
+                self._groups(), g.weight_decays, g.alphas, range(g.seeds)):
+            steps = tr.epochs * math.ceil(n / tr.batch_size)
             if self.max_steps is not None:
                 steps = min(steps, self.max_steps)
-            kwargs = dict(alpha=float(alpha), seed=self.seed + k, weight_decay=float(wd), digit=digit,
-                          dataset=self.dataset, n_train=int(self.n_train), n_test=int(self.n_test),
-                          latent_dim=int(self.latent_dim), hidden=[int(h) for h in self.hidden],
-                          epochs=int(self.epochs), batch_size=int(self.batch_size), lr=float(self.lr),
-                          encoder_slope=float(alpha if self.tie_encoder else self.encoder_slope),
-                          device=str(self.device), max_steps=self.max_steps, eval_rows=self.eval_rows)
+            own = replace(tr, encoder_slope=float(alpha)) if g.tie_encoder else tr
+            kwargs = dict(alpha=float(alpha), seed=g.seed + k, weight_decay=float(wd), digit=digit,
+                          images=self.images, training=own, max_steps=self.max_steps)
             where = "all digits" if digit is None else f"digit {digit}"
             kind = "ch03 autoencoder" + ("" if digit is None else " (one digit)")
-            label = f"ch03 {where}, n_train {self.n_train}, alpha {alpha:g}, weight decay {wd:g}, seed {self.seed + k}"
-            out.append(Task(train_and_measure, kwargs, kind=kind, label=label, gpu=str(self.device) != "cpu",
+            label = (f"ch03 {where}, n_train {self.images.n_train}, alpha {alpha:g}, weight decay {wd:g}, "
+                     f"seed {g.seed + k}")
+            out.append(Task(train_and_measure, kwargs, kind=kind, label=label, gpu=str(tr.device) != "cpu",
                             steps=steps))
         return out
 
-    def fit(self, results: Sequence[dict] | None = None) -> "BiLipschitzSweep":
-        """Run the tasks (or take their ``results``, in :meth:`tasks` order) and assemble the frames."""
+    def fit(self, results: Sequence[dict] | None = None, *, executor: str | None = None, scheduler: str | None = None,
+            log: Callable[[str], None] | None = runner_log) -> "BiLipschitzSweep":
+        """Run the tasks (or take their ``results``, in :meth:`tasks` order) and assemble the
+        frames. ``executor``, ``scheduler``: where the tasks run (:func:`nearid.tasks.run_tasks`);
+        ``log``: called with one line per finished task and per setting; None is silent."""
+        self.log = log
         tasks = self.tasks()
         if results is None:
-            results = run_tasks(tasks, executor=self.executor, scheduler=self.scheduler, log=self.log)
+            results = run_tasks(tasks, executor=executor, scheduler=scheduler, log=log)
         if len(results) != len(tasks):
             raise ValueError(f"got {len(results)} results for {len(tasks)} tasks")
         model_rows, pair_rows, b_frames = [], [], []
@@ -310,7 +342,7 @@ class BiLipschitzSweep:
         codes = {s: res["codes"] for s, res in runs}
         new_pairs = []
         for a, b in itertools.combinations(sorted(codes), 2):
-            r = compare(codes[a], codes[b], fit_fraction=self.fit_fraction, seed=self.seed,
+            r = compare(codes[a], codes[b], fit_fraction=self.fit_fraction, seed=self.grid.seed,
                         families=("rigid", "linear"))
             pair = dict(group=group, alpha=alpha, weight_decay=wd, seed_a=a, seed_b=b,
                         rigid_error=r.errors["rigid"], linear_error=r.errors["linear"], cka=r.cka)
@@ -343,34 +375,34 @@ def fit_sweeps(sweeps: Mapping[str, BiLipschitzSweep], *, executor: str | None =
                         log=log)
     start = 0
     for name, sw in sweeps.items():
-        sw.fit(results[start:start + len(tasks[name])])
+        sw.fit(results[start:start + len(tasks[name])], log=log)
         start += len(tasks[name])
     return dict(sweeps)
 
 
-def chapter_sweeps(P: Mapping, *, log: Callable[[str], None] | None = runner_log) -> dict[str, BiLipschitzSweep]:
+def chapter_sweeps(P: Mapping) -> dict[str, BiLipschitzSweep]:
     """The chapter's sweeps for resolved parameters ``P``: "all" (every digit, alphas x weight
     decays x seeds) and one digit-specific sweep per training budget in ``digit_n_trains``
     ("digits_<n>"). A dry run cuts every model to 2 steps and evaluates it on 100 images."""
     dry = bool(P.get("dry_run", False))
-    common = dict(seed=P["seed"], dataset="mnist", n_test=P["n_test"], latent_dim=P["latent_dim"],
-                  hidden=tuple(P["hidden"]), epochs=P["epochs"], batch_size=P["batch_size"], lr=P["lr"],
-                  tie_encoder=P["tie_encoder"], device=P["device"], max_steps=DRY_RUN_STEPS if dry else None,
-                  eval_rows=DRY_RUN_EVAL_ROWS if dry else None,
-                  executor=P.get("executor"), scheduler=P.get("scheduler"), log=log)
-    out = {"all": BiLipschitzSweep(alphas=P["alphas"], seeds=P["seeds"], weight_decays=P["weight_decays"],
-                                   n_train=P["n_train"], **common)}
+    training = Training(latent_dim=P["latent_dim"], hidden=tuple(P["hidden"]), epochs=P["epochs"],
+                        batch_size=P["batch_size"], lr=P["lr"], device=P["device"])
+    images = Images(dataset="mnist", n_train=P["n_train"], n_test=P["n_test"],
+                    eval_rows=DRY_RUN_EVAL_ROWS if dry else None)
+    common = dict(training=training, max_steps=DRY_RUN_STEPS if dry else None)
+    out = {"all": BiLipschitzSweep(Grid(alphas=P["alphas"], seeds=P["seeds"], weight_decays=P["weight_decays"],
+                                        seed=P["seed"], tie_encoder=P["tie_encoder"]), images=images, **common)}
     if P["digits"]:
         for n in sorted(P["digit_n_trains"]):
-            out[f"digits_{n}"] = BiLipschitzSweep(alphas=P["digit_alphas"], seeds=P["digit_seeds"],
-                                                  weight_decays=[P["digit_weight_decay"]], digits=P["digits"],
-                                                  n_train=n, **common)
+            grid = Grid(alphas=P["digit_alphas"], seeds=P["digit_seeds"], weight_decays=[P["digit_weight_decay"]],
+                        digits=P["digits"], seed=P["seed"], tie_encoder=P["tie_encoder"])
+            out[f"digits_{n}"] = BiLipschitzSweep(grid, images=replace(images, n_train=n), **common)
     return out
 
 
 def plan(P: Mapping) -> list[Task]:
     """Every task chapter 03 runs for resolved parameters ``P`` (what ``nearid plan`` lists)."""
-    return [t for sw in chapter_sweeps(P, log=None).values() for t in sw.tasks()]
+    return [t for sw in chapter_sweeps(P).values() for t in sw.tasks()]
 
 
 def summarise(models: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
@@ -534,13 +566,16 @@ def exercise_sweeps(P: Mapping) -> list[BiLipschitzSweep]:
     decoders at three weight decays, then the ReLU and linear decoders at the chapter's code
     size and at half of it. Their size follows ``latent_dim`` and ``hidden`` (the profile),
     not ``dry_run``: the exercise cells train them whole in a dry run too."""
-    small = dict(n_train=EXERCISE_SWEEP["n_train"], n_test=EXERCISE_SWEEP["n_test"], hidden=tuple(P["hidden"]),
-                 epochs=EXERCISE_SWEEP["epochs"], tie_encoder=True, log=None)
-    out = [BiLipschitzSweep(alphas=[1.0], seeds=EXERCISE_SWEEP["seeds"], weight_decays=list(EXERCISE_WEIGHT_DECAYS),
-                            latent_dim=P["latent_dim"], **small)]
+    images = Images(n_train=EXERCISE_SWEEP["n_train"], n_test=EXERCISE_SWEEP["n_test"])
+    training = Training(latent_dim=P["latent_dim"], hidden=tuple(P["hidden"]), epochs=EXERCISE_SWEEP["epochs"],
+                        device="auto")
+    seeds = EXERCISE_SWEEP["seeds"]
+    out = [BiLipschitzSweep(Grid(alphas=[1.0], seeds=seeds, weight_decays=EXERCISE_WEIGHT_DECAYS, tie_encoder=True),
+                            images=images, training=training)]
     for d in sorted({max(2, P["latent_dim"] // 2), P["latent_dim"]}):
-        out.append(BiLipschitzSweep(alphas=[0.0, 1.0], seeds=EXERCISE_SWEEP["seeds"],
-                                    weight_decays=[P["digit_weight_decay"]], latent_dim=d, **small))
+        out.append(BiLipschitzSweep(Grid(alphas=[0.0, 1.0], seeds=seeds, weight_decays=[P["digit_weight_decay"]],
+                                         tie_encoder=True),
+                                    images=images, training=replace(training, latent_dim=d)))
     return out
 
 
@@ -600,9 +635,10 @@ def verdict_bootstraps(*, pairs: int, nonlinear_pairs: int, models: int, digit_p
 def _held_out_rows(sweep: BiLipschitzSweep) -> list[int]:
     """Held-out images per group of ``sweep`` (what each model's codes have as rows): the first
     ``n_test`` test images, of the group's digit only, cut to ``eval_rows``."""
-    y = _labels(sweep.dataset, False)[:sweep.n_test]
-    counts = [len(y)] if sweep.digits is None else [int((y == d).sum()) for d in sweep.digits]
-    return [n if sweep.eval_rows is None else min(n, sweep.eval_rows) for n in counts]
+    im, digits = sweep.images, sweep.grid.digits
+    y = _labels(im.dataset, False)[:im.n_test]
+    counts = [len(y)] if digits is None else [int((y == d).sum()) for d in digits]
+    return [n if im.eval_rows is None else min(n, im.eval_rows) for n in counts]
 
 
 def evaluation_plan(P: Mapping) -> list[Task]:
@@ -615,19 +651,20 @@ def evaluation_plan(P: Mapping) -> list[Task]:
 
     from nearid.claims import registry
 
-    sweeps = chapter_sweeps(P, log=None)
+    sweeps = chapter_sweeps(P)
     tasks, digit_rows, digit_pairs = [], [], []
     for name, sw in sweeps.items():
         rows = _held_out_rows(sw)
-        n_pairs = len(rows) * len(sw.alphas) * len(sw.weight_decays) * math.comb(sw.seeds, 2)
+        g = sw.grid
+        n_pairs = len(rows) * len(g.alphas) * len(g.weight_decays) * math.comb(g.seeds, 2)
         if name == "all":
             tasks.append(Task(seed_pair_alignments, dict(rows=rows, latent_dim=P["latent_dim"], pairs=n_pairs,
                                                          fit_fraction=sw.fit_fraction, seed=P["seed"]),
                               kind="ch03 seed-pair alignments", steps=n_pairs,
                               label=f"{n_pairs} rigid + linear alignments of {rows[0]} x {P['latent_dim']} codes"))
             all_pairs = n_pairs
-            nonlinear = n_pairs // len(sw.alphas) * sum(a < 1 for a in sw.alphas)
-            n_models = len(sw.alphas) * len(sw.weight_decays) * sw.seeds
+            nonlinear = n_pairs // len(g.alphas) * sum(a < 1 for a in g.alphas)
+            n_models = len(g.alphas) * len(g.weight_decays) * g.seeds
         else:
             digit_rows, fit_fraction = rows, sw.fit_fraction
             digit_pairs.append(n_pairs)
@@ -648,8 +685,9 @@ def evaluation_plan(P: Mapping) -> list[Task]:
     exercise = "ch03 exercise autoencoder"
     for sw in exercise_sweeps(P):
         tasks += [dataclasses.replace(t, kind=exercise, label="exercise: " + t.label) for t in sw.tasks()]
-    hand = dict(alpha=0.0, seed=0, latent_dim=P["latent_dim"], hidden=[int(h) for h in P["hidden"]],
-                encoder_slope=0.0, device="cpu", **HAND_MODEL)
+    hand = dict(alpha=0.0, seed=0, images=Images(n_train=HAND_MODEL["n_train"], n_test=HAND_MODEL["n_test"]),
+                training=Training(latent_dim=P["latent_dim"], hidden=P["hidden"], epochs=HAND_MODEL["epochs"],
+                                  batch_size=HAND_MODEL["batch_size"], device="cpu"))
     tasks.append(Task(train_and_measure, hand, kind=exercise, label="exercise: B(z) by hand, one ReLU autoencoder",
                       steps=HAND_MODEL["epochs"] * math.ceil(HAND_MODEL["n_train"] / HAND_MODEL["batch_size"])))
     return tasks

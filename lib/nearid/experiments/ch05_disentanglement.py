@@ -31,7 +31,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -39,7 +39,7 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from nearid import paper
-from nearid.constraints import Interval, ListOf, Options, validate_params
+from nearid.constraints import Interval, ListOf, Options, check_args, validate_params
 from nearid.data.procedural import DATASET_LABELS, DATASETS, make_dataset, sample_factors
 from nearid.ica import ROWS_PER_COMPONENT, WhitenedICA
 from nearid.metrics.dci_mig import dci_disentanglement, mig
@@ -189,23 +189,53 @@ def score_codes(factors: np.ndarray, codes: np.ndarray, *, random_state: int = 0
     return out
 
 
-@validate_params(name=TRAINED_MODEL, latent_multiplier=LATENT_MULTIPLIER)
-def train_model(name: str, X: torch.Tensor, n_factors: int, *, seed: int, epochs: int,
-                batch_size: int, lr: float, width: int, hidden: int, hyper: dict | None = None,
-                latent_multiplier: int = 2, device: str | torch.device = "cpu",
-                max_steps: int | None = None,
+@dataclass(frozen=True)
+class Setup:
+    """What every model of one benchmark run shares: the images, the training, the latents,
+    the ICA choice and where it runs. One frozen record, so that a task takes a few arguments
+    (what differs between tasks: dataset, model, seed) and its cache key still names every
+    setting (:func:`nearid.tasks.task_key` hashes the record's fields).
+
+    ``secondary``: also score DCI and MIG (the appendix's metrics; off for quick exercises)."""
+
+    image_size: int = 32
+    n_train: int = 5000
+    n_eval: int = 2000
+    epochs: int = 10
+    batch_size: int = 64
+    lr: float = 1e-3
+    width: int = 16
+    hidden: int = 128
+    latent_multiplier: int = 2
+    data_seed: int = 0
+    supersample: int = 2
+    ica_keep: str = "all"
+    trend_epochs: tuple[int, ...] = ()
+    secondary: bool = True
+    device: str = "auto"
+
+    def __post_init__(self):
+        check_args(dict(latent_multiplier=LATENT_MULTIPLIER, ica_keep=ICA_KEEP_CHOICE),
+                   {"latent_multiplier": self.latent_multiplier, "ica_keep": self.ica_keep})
+        object.__setattr__(self, "trend_epochs", tuple(int(e) for e in self.trend_epochs))
+
+
+@validate_params(name=TRAINED_MODEL)
+def train_model(name: str, X: torch.Tensor, n_factors: int, *, seed: int, setup: Setup,
+                hyper: dict | None = None, max_steps: int | None = None,
                 callback: Callable[[torch.nn.Module, int], None] | None = None):
-    """One conv model of kind ``name`` with ``latent_multiplier * n_factors`` latents trained
-    on images X (N,3,H,W); returns (model, TrainResult). ``callback(model, epochs_done)``
-    runs after every epoch (snapshots along the run)."""
+    """One conv model of kind ``name`` with ``setup.latent_multiplier * n_factors`` latents
+    trained on images X (N,3,H,W) for ``setup.epochs``; returns (model, TrainResult).
+    ``callback(model, epochs_done)`` runs after every epoch (snapshots along the run)."""
     knobs = {**DEFAULT_HYPER[name], **(hyper or {})}
     weight_decay = float(knobs.pop("weight_decay", 0.0))
     if name == "beta_tcvae":
         knobs.setdefault("dataset_size", len(X))
     torch.manual_seed(seed)
-    model = make_conv_model(name, latent_multiplier * n_factors, X.shape[-1], width, hidden, **knobs)
-    result = fit(model, X, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
-                 seed=seed, device=device, max_steps=max_steps,
+    model = make_conv_model(name, setup.latent_multiplier * n_factors, X.shape[-1], setup.width, setup.hidden,
+                            **knobs)
+    result = fit(model, X, epochs=setup.epochs, batch_size=setup.batch_size, lr=setup.lr,
+                 weight_decay=weight_decay, seed=seed, device=resolve_device(setup.device), max_steps=max_steps,
                  callback=None if callback is None else (lambda done: callback(model, done)))
     return model, result
 
@@ -235,15 +265,11 @@ def fit_ica(train_codes: np.ndarray, n_components: int | str, *, seed: int) -> W
                            rows_per_component=rows).fit(train_codes)
 
 
-@validate_params(dataset=DATASET, model=TRAINED_MODEL, latent_multiplier=LATENT_MULTIPLIER,
-                 ica_keep=ICA_KEEP_CHOICE)
-def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_train: int,
-                    n_eval: int, epochs: int, batch_size: int, lr: float, width: int, hidden: int,
-                    hyper: dict | None = None, latent_multiplier: int = 2, data_seed: int = 0,
-                    supersample: int = 1, ica_keep: str = "all",
-                    trend_epochs: Sequence[int] = (), secondary: bool = True,
-                    device: str = "auto", max_steps: int | None = None, evaluate: float = 1.0) -> dict:
-    """The chapter's task: train one model on one dataset with one seed and score it.
+@validate_params(dataset=DATASET, model=TRAINED_MODEL)
+def train_and_score(*, dataset: str, model: str, seed: int, setup: Setup, hyper: dict | None = None,
+                    max_steps: int | None = None, evaluate: float = 1.0) -> dict:
+    """The chapter's task: train one model on one dataset with one seed and score it, as
+    ``setup`` says (:class:`Setup`; ``hyper``: the model's own knobs).
 
     For ``model="ae"`` the result also holds the AE + ICA rows (ICA fitted on the training
     codes: ``ae_ica`` whitened as ``ica_keep`` says, and the other choice beside it under
@@ -261,7 +287,11 @@ def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_t
     """
     if not 0 <= evaluate <= 1:
         raise ValueError(f"evaluate must be a share in [0, 1], got {evaluate}")
-    dev = resolve_device(device)
+    if not isinstance(setup, Setup):
+        raise TypeError(f"setup must be a ch05 Setup record, got {type(setup).__name__}")
+    image_size, n_train, n_eval, epochs = setup.image_size, setup.n_train, setup.n_eval, setup.epochs
+    data_seed, supersample, ica_keep, trend_epochs = setup.data_seed, setup.supersample, setup.ica_keep, setup.trend_epochs
+    dev = resolve_device(setup.device)
     _, factors, names = _rendered(dataset, n_train + n_eval, image_size, data_seed, supersample)
     X = _as_tensor(dataset, n_train + n_eval, image_size, data_seed, supersample)
     Xtr, Xev, Fev = X[:n_train], X[n_train:], factors[n_train:]
@@ -282,9 +312,8 @@ def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_t
                            "train": predict(net.encode, Xtr_scored, device=dev) if is_ae else None}
             snap_seconds[0] += time.perf_counter() - t
 
-    net, res = train_model(model, Xtr, K, seed=seed, epochs=max(budgets), batch_size=batch_size,
-                           lr=lr, width=width, hidden=hidden, hyper=hyper,
-                           latent_multiplier=latent_multiplier, device=dev, max_steps=max_steps,
+    net, res = train_model(model, Xtr, K, seed=seed, setup=replace(setup, epochs=max(budgets)), hyper=hyper,
+                           max_steps=max_steps,
                            callback=snapshot)
     train_s = res.seconds - snap_seconds[0]
     if evaluate == 0:
@@ -297,7 +326,7 @@ def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_t
                         "train": predict(net.encode, Xtr_scored, device=dev) if is_ae else None}
 
     t0 = time.perf_counter()
-    steps_per_epoch = math.ceil(n_train / batch_size)
+    steps_per_epoch = math.ceil(n_train / setup.batch_size)
     head = snaps[int(epochs)]
     codes = {model: head["eval"]}
     ica_info: dict = {}
@@ -312,7 +341,7 @@ def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_t
     rows, nmis = {}, {}
     unconverged, capped, fits = 0, 0, 0
     for key, Z in codes.items():
-        sc = score_codes(Fev, Z, random_state=seed, secondary=secondary)
+        sc = score_codes(Fev, Z, random_state=seed, secondary=setup.secondary)
         nmis[key] = sc.pop("nmi")
         unconverged += sc.pop("infoe_unconverged")
         capped += sc.pop("infoe_capped")
@@ -349,34 +378,26 @@ def train_and_score(*, dataset: str, model: str, seed: int, image_size: int, n_t
 
 
 # --------------------------------------------------------------------------- the sweep
-@validate_params(datasets=ListOf(DATASET, min_len=0), models=ListOf(Options(MODELS, noun="model"), min_len=0),
-                 latent_multiplier=LATENT_MULTIPLIER, ica_keep=ICA_KEEP_CHOICE)
+@validate_params(datasets=ListOf(DATASET, min_len=0), models=ListOf(Options(MODELS, noun="model"), min_len=0))
 def benchmark_tasks(*, datasets: Sequence[str] = DATASETS, seeds: Sequence[int] = (0,),
-                    models: Sequence[str] = MODELS, image_size: int = 32, n_train: int = 5000,
-                    n_eval: int = 2000, epochs: int = 10, batch_size: int = 64, lr: float = 1e-3,
-                    width: int = 16, hidden: int = 128, hyper: dict | None = None,
-                    latent_multiplier: int = 2, data_seed: int = 0, supersample: int = 2,
-                    ica_keep: str = "all", trend_epochs: Sequence[int] = (),
-                    device: str = "auto", max_steps: int | None = None) -> list[Task]:
+                    models: Sequence[str] = MODELS, setup: Setup = Setup(), hyper: dict | None = None,
+                    max_steps: int | None = None) -> list[Task]:
     """One task per (dataset, seed, trained model), in that order (tasks of one dataset run
     one after another, so a process renders each dataset once). ``ae_ica`` in ``models``
-    needs the AE task, which scores AE + ICA too."""
+    needs the AE task, which scores AE + ICA too. Only the AE follows ``setup.trend_epochs``."""
     hyper = hyper or {}
     trained = [m for m in CONV_MODELS if m in models or (m == "ae" and "ae_ica" in models)]
-    per_epoch = math.ceil(n_train / batch_size)
+    per_epoch = math.ceil(setup.n_train / setup.batch_size)
     tasks = []
     for ds in datasets:
         for seed in seeds:
             for m in trained:
-                n_epochs = max([epochs, *trend_epochs]) if m == "ae" else epochs
+                own = setup if m == "ae" else replace(setup, trend_epochs=())
+                n_epochs = max([own.epochs, *own.trend_epochs])
                 steps = n_epochs * per_epoch
-                kw = dict(dataset=ds, model=m, seed=int(seed), image_size=image_size, n_train=n_train,
-                          n_eval=n_eval, epochs=epochs, batch_size=batch_size, lr=lr, width=width,
-                          hidden=hidden, hyper=dict(hyper.get(m, {})), latent_multiplier=latent_multiplier,
-                          data_seed=data_seed, supersample=supersample, ica_keep=ica_keep,
-                          trend_epochs=[int(e) for e in trend_epochs] if m == "ae" else [],
-                          device=device, max_steps=max_steps)
-                tasks.append(Task(train_and_score, kw, kind=f"ch05:{m}", gpu=str(device) != "cpu",
+                kw = dict(dataset=ds, model=m, seed=int(seed), setup=own, hyper=dict(hyper.get(m, {})),
+                          max_steps=max_steps)
+                tasks.append(Task(train_and_score, kw, kind=f"ch05:{m}", gpu=str(setup.device) != "cpu",
                                   label=f"{DATASET_LABELS[ds]:9s} {MODEL_LABELS[m]:8s} seed {seed} "
                                         f"({n_epochs} epochs)",
                                   steps=steps if max_steps is None else min(steps, max_steps)))
@@ -389,15 +410,13 @@ def plan(P) -> list[Task]:
     and :data:`DRY_RUN_EVAL` held-out images and stops every model after
     :data:`DRY_RUN_STEPS` optimiser steps: the full profile's shapes, not its numbers."""
     dry = bool(P.get("dry_run", False))
-    return benchmark_tasks(
-        datasets=P["datasets"], seeds=[P["seed"] + i for i in range(P["seeds"])], models=MODELS,
-        image_size=P["image_size"], n_train=min(P["n_train"], DRY_RUN_TRAIN) if dry else P["n_train"],
-        n_eval=min(P["n_eval"], DRY_RUN_EVAL) if dry else P["n_eval"], epochs=P["epochs"],
-        batch_size=P["batch_size"], lr=P["lr"], width=P["width"], hidden=P["hidden"],
-        hyper=P["hyper"], latent_multiplier=P["latent_multiplier"], data_seed=P["seed"],
-        supersample=P["supersample"], ica_keep=P["ica_keep"],
-        trend_epochs=P["trend_epochs"], device=P["device"],
-        max_steps=DRY_RUN_STEPS if dry else None)
+    setup = Setup(image_size=P["image_size"], n_train=min(P["n_train"], DRY_RUN_TRAIN) if dry else P["n_train"],
+                  n_eval=min(P["n_eval"], DRY_RUN_EVAL) if dry else P["n_eval"], epochs=P["epochs"],
+                  batch_size=P["batch_size"], lr=P["lr"], width=P["width"], hidden=P["hidden"],
+                  latent_multiplier=P["latent_multiplier"], data_seed=P["seed"], supersample=P["supersample"],
+                  ica_keep=P["ica_keep"], trend_epochs=P["trend_epochs"], device=P["device"])
+    return benchmark_tasks(datasets=P["datasets"], seeds=[P["seed"] + i for i in range(P["seeds"])], models=MODELS,
+                           setup=setup, hyper=P["hyper"], max_steps=DRY_RUN_STEPS if dry else None)
 
 
 def collect(results: Sequence[dict]) -> BenchmarkResult:
@@ -427,7 +446,12 @@ def collect(results: Sequence[dict]) -> BenchmarkResult:
 
 def run_benchmark(*, executor: str | None = None, scheduler: str | None = None,
                   log: Callable[[str], None] | None = runner_log, **settings) -> BenchmarkResult:
-    """:func:`benchmark_tasks` run through :func:`nearid.tasks.run_tasks` and collected."""
+    """:func:`benchmark_tasks` run through :func:`nearid.tasks.run_tasks` and collected;
+    ``settings`` are :func:`benchmark_tasks`' arguments, or :class:`Setup`'s fields (gathered
+    into its ``setup``)."""
+    fields = {k: settings.pop(k) for k in list(settings) if k in Setup.__dataclass_fields__}
+    if fields:
+        settings["setup"] = replace(settings.get("setup", Setup()), **fields)
     tasks = benchmark_tasks(**settings)
     return collect(run_tasks(tasks, executor=executor, scheduler=scheduler, log=log))
 
@@ -703,9 +727,10 @@ def latent_exercise_tasks(P) -> list[Task]:
     :func:`train_and_score` task per multiplier of :data:`LATENT_EXERCISE_MULTIPLIERS`, at
     :data:`LATENT_EXERCISE`'s size on the heatmap dataset."""
     steps = LATENT_EXERCISE["epochs"] * math.ceil(LATENT_EXERCISE["n_train"] / LATENT_EXERCISE["batch_size"])
-    return [Task(train_and_score, dict(dataset=P["heatmap_dataset"], model="ae", seed=P["seed"], data_seed=P["seed"],
-                                       secondary=False, ica_keep=P["ica_keep"], device=P["device"],
-                                       latent_multiplier=mult, **LATENT_EXERCISE),
+    setup = Setup(**LATENT_EXERCISE, data_seed=P["seed"], secondary=False, ica_keep=P["ica_keep"],
+                  device=P["device"])
+    return [Task(train_and_score, dict(dataset=P["heatmap_dataset"], model="ae", seed=P["seed"],
+                                       setup=replace(setup, latent_multiplier=mult)),
                  kind="ch05 exercise autoencoder", gpu=str(P["device"]) != "cpu", steps=steps,
                  label=f"exercise: AE with {mult} x K latents on {DATASET_LABELS[P['heatmap_dataset']]}, "
                        f"{LATENT_EXERCISE['image_size']} px, {LATENT_EXERCISE['epochs']} epochs")
@@ -718,16 +743,16 @@ def evaluation_plan(P) -> list[Task]:
     exercise's InfoMEC scoring of three code sets at the held-out size the tasks use (one
     unit per code set), the latent-size exercise's two AE runs (real tasks, cut to a few
     optimiser steps when timed), and the traversal figure's images (run whole)."""
-    first = plan(P)[0].kwargs  # the held-out size the chapter's tasks ran at (a dry run's cut included)
+    first = plan(P)[0].kwargs["setup"]  # the held-out size the chapter's tasks ran at (a dry run's cut included)
     ds_rot = P["heatmap_dataset"] if P["heatmap_dataset"] in P["datasets"] else P["datasets"][0]
     n_sets = len(ROTATION_CODE_SETS)
     from nearid.data.procedural import FACTOR_GRIDS
 
     K = len(FACTOR_GRIDS[ds_rot])
-    return [Task(rotation_scoring, dict(dataset=ds_rot, n_train=first["n_train"], n_eval=first["n_eval"],
+    return [Task(rotation_scoring, dict(dataset=ds_rot, n_train=first.n_train, n_eval=first.n_eval,
                                         latent_multiplier=P["latent_multiplier"], code_sets=n_sets, seed=P["seed"]),
                  kind="ch05 rotation exercise scoring", steps=n_sets,
-                 label=f"exercise: InfoMEC of {n_sets} code sets of {first['n_eval']} x "
+                 label=f"exercise: InfoMEC of {n_sets} code sets of {first.n_eval} x "
                        f"{P['latent_multiplier'] * K} on {DATASET_LABELS[ds_rot]}"),
             *latent_exercise_tasks(P),
             Task(render_traversals, dict(datasets=list(P["datasets"]), image_size=P["traversal_size"]),

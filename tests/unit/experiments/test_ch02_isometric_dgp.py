@@ -24,7 +24,7 @@ def test_plan_lists_sweep_ablation_blob_and_trend_seeds(P):
     kinds = [t.kind for t in tasks]
     assert kinds == [ch02.MODEL_KIND] * 6 + [ch02.BLOB_KIND] + [ch02.MODEL_KIND] * 2
     assert [t.kwargs["delta"] for t in tasks[:6]] == [0.0, 0.0, 0.5, 0.5, 0.0, 0.0]
-    assert [t.kwargs["weight_decay"] for t in tasks[4:6]] == [0.0, 0.0]
+    assert [t.kwargs["training"].weight_decay for t in tasks[4:6]] == [0.0, 0.0]
     assert [(t.kwargs["delta"], t.kwargs["seed"]) for t in tasks[7:]] == [(0.0, 2), (0.5, 2)]
     assert len(ch02.plan(resolve("02", "smoke", {**TINY, "trend_seeds": 2}))) == 7  # no extra seeds
     assert len(ch02.plan(resolve("02", "smoke", {**TINY, "seeds": 4}))) == 4 * 2 + 4 + 1  # never below seeds
@@ -33,7 +33,7 @@ def test_plan_lists_sweep_ablation_blob_and_trend_seeds(P):
     # device "auto" may use a GPU: on a Dask cluster it asks for one (dropped when no worker has one)
     assert all(t.gpu for t in tasks)
     assert not any(t.gpu for t in ch02.plan(resolve("02", "smoke", {**TINY, "device": "cpu"})))
-    assert all(t.kwargs["sources"] == "uniform" for t in tasks[:6])
+    assert all(t.kwargs["sample"].sources == "uniform" for t in tasks[:6])
 
 
 def test_dry_run_cuts_steps_and_evaluation(P):
@@ -41,22 +41,27 @@ def test_dry_run_cuts_steps_and_evaluation(P):
     tasks = ch02.plan(full)
     assert len(tasks) == len(full.deltas) * ch02.trend_seeds(full) + full.seeds + 1
     assert all(t.kwargs["max_steps"] == ch02.DRY_RUN_STEPS and t.steps == ch02.DRY_RUN_STEPS for t in tasks)
-    assert all(t.kwargs["n_test"] == ch02.DRY_RUN_EVAL_ROWS for t in tasks)
-    assert all(t.kwargs["ica_max_iter"] == ch02.DRY_RUN_ICA_ITER for t in tasks if t.kind == ch02.MODEL_KIND)
-    assert all(t.kwargs["n_train"] == full.n_train for t in tasks)  # the full shapes
+    models = [t for t in tasks if t.kind == ch02.MODEL_KIND]
+    assert all(t.kwargs["sample"].n_test == ch02.DRY_RUN_EVAL_ROWS for t in models)
+    assert all(t.kwargs["n_test"] == ch02.DRY_RUN_EVAL_ROWS for t in tasks if t.kind == ch02.BLOB_KIND)
+    assert all(t.kwargs["ica"].max_iter == ch02.DRY_RUN_ICA_ITER for t in models)
+    assert all(t.kwargs["sample"].n_train == full.n_train for t in models)  # the full shapes
 
 
 def test_sources_and_changes_reach_the_tasks(P):
     tasks = ch02.model_tasks(resolve("02", "smoke", {**TINY, "sources": "laplace"}), deltas=[0.3], seeds=3)
-    assert [(t.kwargs["delta"], t.kwargs["seed"], t.kwargs["sources"]) for t in tasks] == [
+    assert [(t.kwargs["delta"], t.kwargs["seed"], t.kwargs["sample"].sources) for t in tasks] == [
         (0.3, 0, "laplace"), (0.3, 1, "laplace"), (0.3, 2, "laplace")]
 
 
-def test_tasks_are_pure_and_json_plain(P):
-    import json
+def test_tasks_are_pure_and_keyed_by_every_setting(P):
+    from dataclasses import replace
+
+    from nearid.tasks import task_key
 
     task = ch02.plan(P)[0]
-    json.dumps(task.kwargs)  # plain values only
+    moved = replace(task.kwargs["training"], lr=task.kwargs["training"].lr * 2)
+    assert task_key(task) != task_key(replace(task, kwargs={**task.kwargs, "training": moved}))
     a = task()
     torch.manual_seed(123)  # global state must not matter
     np.random.seed(7)
@@ -139,7 +144,7 @@ def test_evaluation_plan_prices_every_seed_pair_at_the_chapters_shape():
     assert task.steps == math.comb(full.seeds, 2) * (len(full.deltas) + 1) and planning.takes_max_steps(task)
     assert (task.kwargs["n_rows"], task.kwargs["latent_dim"]) == (full.n_test, full.latent_dim)
     (dry,) = ch02.evaluation_plan(resolve("02", "full", {"dry_run": True}))
-    assert dry.kwargs["n_rows"] == ch02.DRY_RUN_EVAL_ROWS and dry.kwargs["ica_max_iter"] == ch02.DRY_RUN_ICA_ITER
+    assert dry.kwargs["n_rows"] == ch02.DRY_RUN_EVAL_ROWS and dry.kwargs["ica"].max_iter == ch02.DRY_RUN_ICA_ITER
     small = {**task.kwargs, "n_rows": 200}
     assert ch02.seed_pair_comparisons(**small, max_steps=3) == 3, "a plan times a few pairs, then scales up"
     assert ch02.seed_pair_comparisons(**{**small, "pairs": 2}) == 2

@@ -4,20 +4,22 @@ Real sweeps use scikit-learn's bundled 8x8 digits (``dataset="sklearn_digits"``)
 in seconds; the chapter itself uses MNIST.
 """
 
-import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from nearid.book.profiles import resolve
+from nearid.tasks import task_key
 from nearid.experiments.ch03_bilipschitz import (DRY_RUN_EVAL_ROWS, DRY_RUN_STEPS, MIN_MEASURED, BiLipschitzSweep,
-                                                 fit_sweeps,
-                                                 fit_theory_curve, leak_effect, load_images, plan, rank_correlation,
-                                                 setting_labels, spearman_rho, summarise, theory_curve, theory_fit_intervals,
-                                                 train_and_measure, train_autoencoder)
+                                                 Grid, Images, Training, fit_sweeps, fit_theory_curve, leak_effect,
+                                                 load_images, plan, rank_correlation, setting_labels, spearman_rho,
+                                                 summarise, theory_curve, theory_fit_intervals, train_and_measure,
+                                                 train_autoencoder)
 
-TINY = dict(dataset="sklearn_digits", n_train=600, n_test=300, latent_dim=3, hidden=(16,), epochs=2, log=None)
+TINY = dict(images=Images(dataset="sklearn_digits", n_train=600, n_test=300),
+            training=Training(latent_dim=3, hidden=(16,), epochs=2, device="auto"))
 
 
 def test_theory_curve_known_values():
@@ -102,12 +104,13 @@ def test_load_images_filters_and_copies():
 
 
 def test_task_is_deterministic_and_stops_at_max_steps():
-    kw = dict(alpha=0.2, seed=3, dataset="sklearn_digits", n_train=200, n_test=100, latent_dim=3, hidden=[16],
-              epochs=2, batch_size=32, device="cpu")
+    images = Images(dataset="sklearn_digits", n_train=200, n_test=100)
+    kw = dict(alpha=0.2, seed=3, images=images,
+              training=Training(latent_dim=3, hidden=[16], epochs=2, batch_size=32, device="cpu"))
     a, b = train_and_measure(**kw), train_and_measure(**kw)
     assert np.array_equal(a["codes"], b["codes"]) and np.array_equal(a["singular_values"], b["singular_values"])
     assert a["steps"] == 2 * 7 and a["codes"].shape == (100, 3) and a["singular_values"].shape == (100, 3)
-    short = train_and_measure(**{**kw, "max_steps": 2, "eval_rows": 40})
+    short = train_and_measure(**{**kw, "max_steps": 2, "images": replace(images, eval_rows=40)})
     assert short["steps"] == 2 and short["codes"].shape == (40, 3) and short["n_test"] == 40
     planned = train_and_measure(**{**kw, "max_steps": 2, "evaluate": 0.5})  # nearid plan: half the images
     assert planned["codes"].shape == (50, 3) and planned["train_loss"] == short["train_loss"]
@@ -118,12 +121,13 @@ def test_task_is_deterministic_and_stops_at_max_steps():
 
 def test_tiny_sweep_frames_and_tasks():
     logs = []
-    sw = BiLipschitzSweep(alphas=[0.0, 1.0], seeds=2, weight_decays=[0.0, 0.1], tie_encoder=True,
-                          **{**TINY, "log": logs.append})
+    sw = BiLipschitzSweep(Grid(alphas=[0.0, 1.0], seeds=2, weight_decays=[0.0, 0.1], tie_encoder=True), **TINY)
     tasks = sw.tasks()
     assert len(tasks) == 8 and all(t.steps == 2 * 10 for t in tasks)  # 600 images, batch 64
-    assert all(json.dumps(t.kwargs) for t in tasks) and len({t.label for t in tasks}) == 8
-    sw.fit()
+    assert len({task_key(t) for t in tasks}) == 8 and len({t.label for t in tasks}) == 8
+    assert [t.kwargs["training"].encoder_slope for t in tasks[:2]] == [0.0, 0.0]  # tied: each model's alpha
+    assert {t.kwargs["training"].encoder_slope for t in tasks} == {0.0, 1.0}
+    sw.fit(log=logs.append)
     assert len(sw.models_) == 8 and len(sw.pairs_) == 4 and len(sw.B_) == 8 * 300
     assert sum("tasks:" in line for line in logs) == 1 and sum(line.startswith("group all") for line in logs) == 4
     assert (sw.B_.B >= 1 - 1e-9).all() and (sw.B_.B_local <= sw.B_.B + 1e-9).all()
@@ -138,10 +142,10 @@ def test_tiny_sweep_frames_and_tasks():
 
 
 def test_fit_sweeps_matches_separate_fits():
-    a = BiLipschitzSweep(alphas=[0.5], seeds=2, **TINY)
-    b = BiLipschitzSweep(alphas=[0.5], seeds=2, digits=[0, 7], **TINY)
+    a = BiLipschitzSweep(Grid(alphas=[0.5], seeds=2), **TINY)
+    b = BiLipschitzSweep(Grid(alphas=[0.5], seeds=2, digits=[0, 7]), **TINY)
     fit_sweeps({"a": a, "b": b}, log=None)
-    a2 = BiLipschitzSweep(alphas=[0.5], seeds=2, **TINY).fit()
+    a2 = BiLipschitzSweep(Grid(alphas=[0.5], seeds=2), **TINY).fit(log=None)
     pd.testing.assert_frame_equal(a.pairs_, a2.pairs_)
     assert sorted(b.models_.group.unique()) == ["0", "7"]
     y_te = load_images("sklearn_digits", train=False, n=300)[1]
@@ -151,13 +155,17 @@ def test_fit_sweeps_matches_separate_fits():
 
 def test_sweep_validation():
     with pytest.raises(ValueError, match="seeds"):
-        BiLipschitzSweep(alphas=[0.5], seeds=1, **TINY).tasks()
+        Grid(alphas=[0.5], seeds=1)
     with pytest.raises(ValueError, match="alphas"):
-        BiLipschitzSweep(alphas=[-0.1], **TINY).tasks()
+        Grid(alphas=[-0.1])
+    with pytest.raises(ValueError, match="dataset"):
+        Images(dataset="cifar")
+    with pytest.raises(ValueError, match="a Grid record"):
+        BiLipschitzSweep({"alphas": [0.5]}, **TINY).tasks()
     with pytest.raises(ValueError, match="held-out"):
-        BiLipschitzSweep(alphas=[0.5], digits=[1], **{**TINY, "n_test": 40}).tasks()
+        BiLipschitzSweep(Grid(alphas=[0.5], digits=[1]), **{**TINY, "images": replace(TINY["images"], n_test=40)}).tasks()
     with pytest.raises(ValueError, match="results"):
-        BiLipschitzSweep(alphas=[0.5], seeds=2, **TINY).fit(results=[{}])
+        BiLipschitzSweep(Grid(alphas=[0.5], seeds=2), **TINY).fit(results=[{}], log=None)
 
 
 def test_plan_lists_the_chapters_models(mnist_root):
@@ -166,11 +174,11 @@ def test_plan_lists_the_chapters_models(mnist_root):
     n_all = P.seeds * len(P.alphas) * len(P.weight_decays)
     n_digit = len(P.digit_n_trains) * len(P.digits) * len(P.digit_alphas) * P.digit_seeds
     assert len(tasks) == n_all + n_digit
-    assert {t.kwargs["n_train"] for t in tasks[n_all:]} == set(P.digit_n_trains)
-    assert all(t.kwargs["max_steps"] is None and t.kwargs["eval_rows"] is None and t.steps > 0 for t in tasks)
+    assert {t.kwargs["images"].n_train for t in tasks[n_all:]} == set(P.digit_n_trains)
+    assert all(t.kwargs["max_steps"] is None and t.kwargs["images"].eval_rows is None and t.steps > 0 for t in tasks)
     dry = plan(resolve("03_bilipschitz", "full", {"dry_run": True}))
     assert all(t.kwargs["max_steps"] == DRY_RUN_STEPS and t.steps == DRY_RUN_STEPS for t in dry)
-    assert all(t.kwargs["eval_rows"] == DRY_RUN_EVAL_ROWS for t in dry)
+    assert all(t.kwargs["images"].eval_rows == DRY_RUN_EVAL_ROWS for t in dry)
 
 
 def test_figure_a4_same_proportionality_is_an_equivalence_test():
@@ -217,7 +225,7 @@ def test_evaluation_plan_prices_every_seed_pair_and_exercise_at_the_chapters_sha
     assert boot.kwargs["pairs"] == 270 and boot.kwargs["digit_pairs"] == [500, 500, 500]
     exercise = kinds["ch03 exercise autoencoder"]
     assert len(exercise) == 15 and all(planning.takes_max_steps(t) and t.steps for t in exercise)
-    assert all(t.kwargs["hidden"] == list(full.hidden) for t in exercise)
+    assert all(t.kwargs["training"].hidden == tuple(full.hidden) for t in exercise)
     assert all(planning.takes_max_steps(t) for t in (pairs, digits))
 
     dry = planning.group(ch03.evaluation_plan(resolve("03", "full", {"dry_run": True})))

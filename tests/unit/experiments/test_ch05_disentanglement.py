@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -8,8 +10,14 @@ from nearid.book.profiles import resolve
 from nearid.experiments import ch05_disentanglement as ch05
 from nearid.tasks import Task
 
-TINY = dict(dataset="shapes3d", model="ae", seed=0, image_size=16, n_train=130, n_eval=80, epochs=1,
-            batch_size=64, lr=1e-3, width=4, hidden=16, supersample=1, device="cpu")
+TINY = ch05.Setup(image_size=16, n_train=130, n_eval=80, epochs=1, batch_size=64, lr=1e-3, width=4, hidden=16,
+                  supersample=1, device="cpu")
+
+
+def _score(model: str = "ae", *, hyper=None, max_steps=None, evaluate=1.0, **setup):
+    """One task on shapes3d, seed 0, with TINY's setup changed by ``setup``."""
+    return ch05.train_and_score(dataset="shapes3d", model=model, seed=0, setup=replace(TINY, **setup),
+                                hyper=hyper, max_steps=max_steps, evaluate=evaluate)
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +30,7 @@ def tiny():
 @pytest.fixture(scope="module")
 def ae_trend():
     """One AE task trained to 2 epochs with snapshots after 1 and 2."""
-    return ch05.train_and_score(**TINY, trend_epochs=[1, 2], secondary=False)
+    return _score(trend_epochs=[1, 2], secondary=False)
 
 
 def test_benchmark_rows_and_ica_variants(tiny):
@@ -65,10 +73,10 @@ def test_converged_infoe_check_is_the_declared_method_check(tiny):
 def test_snapshot_equals_a_shorter_run(ae_trend):
     """With a constant learning rate the AE after 1 of 2 epochs is the AE of a 1-epoch run,
     and the snapshot after 2 epochs is the AE of a 2-epoch run."""
-    one = ch05.train_and_score(**TINY, secondary=False)
+    one = _score(secondary=False)
     np.testing.assert_array_equal(one["codes"]["ae"], ae_trend["codes"]["ae"])
     assert one["rows"]["ae_ica"]["infom"] == ae_trend["rows"]["ae_ica"]["infom"]
-    two = ch05.train_and_score(**{**TINY, "epochs": 2}, secondary=False)
+    two = _score(epochs=2, secondary=False)
     at2 = {t["model"]: t for t in ae_trend["trend"] if t["epochs"] == 2}
     for key in ("ae", "ae_ica"):
         for s in ch05.INFOMEC:
@@ -78,24 +86,23 @@ def test_snapshot_equals_a_shorter_run(ae_trend):
 
 
 def test_task_is_deterministic_and_plain(ae_trend):
-    again = ch05.train_and_score(**TINY, trend_epochs=[1, 2], secondary=False)
+    again = _score(trend_epochs=[1, 2], secondary=False)
     np.testing.assert_array_equal(again["codes"]["ae_ica"], ae_trend["codes"]["ae_ica"])
     assert again["trend"] == ae_trend["trend"]
     assert all(isinstance(v, np.ndarray) for v in ae_trend["codes"].values())
 
 
 def test_latent_multiplier_and_baseline_task():
-    r = ch05.train_and_score(**{**TINY, "model": "bioae"}, latent_multiplier=3, secondary=False,
-                             trend_epochs=[1, 2])
+    r = _score("bioae", latent_multiplier=3, secondary=False, trend_epochs=[1, 2])
     assert set(r["rows"]) == {"bioae"} and r["trend"] == [] and r["epochs"] == 1
     assert r["codes"]["bioae"].shape == (80, 18)
     assert r["nmi"]["bioae"].shape == (6, 18)
     with pytest.raises(ValueError, match="latent_multiplier"):
-        ch05.train_and_score(**TINY, latent_multiplier=0)
+        _score(latent_multiplier=0)
 
 
 def test_max_steps_cuts_the_run_and_fills_every_budget():
-    r = ch05.train_and_score(**TINY, trend_epochs=[1, 3], max_steps=2, secondary=False)
+    r = _score(trend_epochs=[1, 3], max_steps=2, secondary=False)
     assert r["steps"] == 2
     assert {t["epochs"] for t in r["trend"]} == {1, 3}
 
@@ -103,28 +110,28 @@ def test_max_steps_cuts_the_run_and_fills_every_budget():
 def test_a_planned_run_prices_its_scoring_apart(monkeypatch):
     """nearid plan times training alone (evaluate=0) and scoring on a share of the images:
     the model trains the same in both, only what is encoded and scored shrinks."""
-    whole = ch05.train_and_score(**TINY, trend_epochs=[1, 2], max_steps=3, secondary=False)
-    bare = ch05.train_and_score(**TINY, trend_epochs=[1, 2], max_steps=3, secondary=False, evaluate=0.0)
+    whole = _score(trend_epochs=[1, 2], max_steps=3, secondary=False)
+    bare = _score(trend_epochs=[1, 2], max_steps=3, secondary=False, evaluate=0.0)
     assert bare["rows"] == {} and bare["trend"] == [] and bare["losses"] == whole["losses"]
     monkeypatch.setattr(ch05, "MIN_EVALUATED", 10)
-    half = ch05.train_and_score(**TINY, trend_epochs=[1, 2], max_steps=3, secondary=False, evaluate=0.5)
-    assert half["losses"] == whole["losses"] and whole["codes"]["ae"].shape[0] == TINY["n_eval"]
+    half = _score(trend_epochs=[1, 2], max_steps=3, secondary=False, evaluate=0.5)
+    assert half["losses"] == whole["losses"] and whole["codes"]["ae"].shape[0] == TINY.n_eval
     assert {k: v.shape[0] for k, v in half["codes"].items()} == {"ae": 40, "ae_ica": 40, "ae_ica_k": 40}
     with pytest.raises(ValueError, match="evaluate must be a share"):
-        ch05.train_and_score(**TINY, evaluate=-1)
+        _score(evaluate=-1)
 
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="ica_keep"):
-        ch05.benchmark_tasks(datasets=["shapes3d"], ica_keep="half")
+        ch05.Setup(ica_keep="half")
     with pytest.raises(ValueError, match="unknown dataset 'dsprites'; valid: shapes3d"):
         ch05.benchmark_tasks(datasets=["dsprites"])
     with pytest.raises(ValueError, match="unknown model 'vae'; valid: ae"):
         ch05.benchmark_tasks(datasets=["shapes3d"], models=["vae"])
     with pytest.raises(ValueError, match="unknown trained model"):
-        ch05.train_and_score(**{**TINY, "model": "ae_ica"})
+        _score("ae_ica")
     with pytest.raises(ValueError, match=r"'latent_multiplier' got 9; allowed: an int in \[1, 8\]"):
-        ch05.benchmark_tasks(datasets=["shapes3d"], latent_multiplier=9)
+        ch05.Setup(latent_multiplier=9)
 
 
 def test_the_profile_checks_with_the_experiments_rules():
@@ -165,7 +172,8 @@ def test_plan_lists_one_task_per_training_run(profile):
     assert ae[0].steps == max(P.trend_epochs) * per_epoch
     assert [t for t in tasks if t.kind == "ch05:bioae"][0].steps == P.epochs * per_epoch
     assert all(t.kwargs["max_steps"] is None for t in tasks)
-    assert all(t.kwargs["trend_epochs"] == [] for t in tasks if t.kind != "ch05:ae")
+    assert all(t.kwargs["setup"].trend_epochs == () for t in tasks if t.kind != "ch05:ae")
+    assert {t.kwargs["setup"] for t in tasks if t.kind == "ch05:ae"} == {ch05.plan(P)[0].kwargs["setup"]}
     assert [t.kwargs["dataset"] for t in tasks[:4]] == [P.datasets[0]] * 4  # one dataset at a time
 
 
@@ -173,9 +181,9 @@ def test_dry_run_plan_cuts_steps_and_data():
     P = resolve("05_disentanglement", "full", {"dry_run": True})
     tasks = ch05.plan(P)
     assert all(t.kwargs["max_steps"] == ch05.DRY_RUN_STEPS and t.steps == ch05.DRY_RUN_STEPS for t in tasks)
-    assert all(t.kwargs["n_train"] == ch05.DRY_RUN_TRAIN and t.kwargs["n_eval"] == ch05.DRY_RUN_EVAL
+    assert all(t.kwargs["setup"].n_train == ch05.DRY_RUN_TRAIN and t.kwargs["setup"].n_eval == ch05.DRY_RUN_EVAL
                for t in tasks)
-    assert tasks[0].kwargs["image_size"] == 64 and tasks[0].kwargs["width"] == P.width
+    assert tasks[0].kwargs["setup"].image_size == 64 and tasks[0].kwargs["setup"].width == P.width
 
 
 def _fake_scores(gain: dict, seeds=(0, 1, 2)):
@@ -326,7 +334,7 @@ def test_evaluation_plan_prices_the_exercises_at_the_chapters_shape():
     assert rotation.steps == len(ch05.ROTATION_CODE_SETS) == 3 and planning.takes_max_steps(rotation)
     assert (rotation.kwargs["n_train"], rotation.kwargs["n_eval"]) == (full.n_train, full.n_eval)
     exercise = kinds["ch05 exercise autoencoder"]
-    assert [t.kwargs["latent_multiplier"] for t in exercise] == [1, 2]
+    assert [t.kwargs["setup"].latent_multiplier for t in exercise] == [1, 2]
     assert all(t.steps == 3 * 16 and planning.takes_max_steps(t) for t in exercise)
     (figure,) = kinds["ch05 traversals"]
     assert figure.kwargs["image_size"] == full.traversal_size and figure.steps is None
