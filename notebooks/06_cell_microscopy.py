@@ -78,7 +78,7 @@ P = resolve("06_cell_microscopy", profile, overrides)
 nearid.setup(P.seed)
 plotting.use_style()
 SETS, LABELS, WHITE = ch06.FEATURE_SETS, ch06.FEATURE_LABELS, ch06.WHITENED_SETS
-EVAL = ch06.evaluation_params(P)
+protocol = ch06.evaluation_protocol(P)
 N_BOOT = ch06.DRY_RUN_BOOT if P.dry_run else None  # None: nearid.verdicts' default
 real = bool(P.rxrx_embeddings)
 t_start = time.perf_counter()
@@ -163,7 +163,7 @@ glue("rxrx_controls", f"{paper.TABLE3_N_CONTROLS:,}")
 glue("n_factors", len(FACTORS))
 glue("ica_rows", "the whitened control wells" if P.ica_fit_on == "controls" else "all whitened wells")
 glue("n_splits", P.n_splits)
-glue("n_estimators", EVAL["n_estimators"])
+glue("n_estimators", protocol.n_estimators)
 glue("effect_scale", f"{P.effect_scale:g}")
 glue("calib_grid", ", ".join(f"{v:g}" for v in ch06.CALIBRATION_GRID))
 glue("calib_pilots", len(ch06.CALIBRATION_SEEDS))
@@ -304,9 +304,10 @@ else:
 # ({numref}`tbl-06-features`):
 
 # %%
-out = ch06.evaluate(X_wells, wells, **EVAL, executor=P.executor, scheduler=P.scheduler)
+out = ch06.evaluate(X_wells, wells, protocol=protocol, executor=P.executor, scheduler=P.scheduler)
 fitted, features = out["fitted"], out["features"]
-evaluations = [out] + [ch06.evaluate(r["embeddings"], r["wells"], **EVAL, executor=P.executor, scheduler=P.scheduler)
+evaluations = [out] + [ch06.evaluate(r["embeddings"], r["wells"], protocol=protocol, executor=P.executor,
+                                     scheduler=P.scheduler)
                        for r in replicate_runs[1:]]
 
 # %% tags=["remove-input"]
@@ -484,8 +485,7 @@ tables.table(vt, "The verdicts on Table 3: the mean paired difference with its 9
 # of the declared grid; only the whitening, the rotations and the classifiers are refit.
 
 # %%
-sweep = ch06.component_sweep(X_wells, wells, grid=ch06.sweep_grid(P), ica_fit_on=P.ica_fit_on,
-                             n_splits=P.n_splits, n_estimators=EVAL["n_estimators"], seed=P.seed, n_boot=N_BOOT,
+sweep = ch06.component_sweep(X_wells, wells, grid=ch06.sweep_grid(P), protocol=protocol, n_boot=N_BOOT,
                              executor=P.executor, scheduler=P.scheduler)
 scores, intervals = sweep["scores"], sweep["intervals"]
 
@@ -669,7 +669,7 @@ else:
 # and the same classifiers, run on each, every claim decided again.
 
 # %%
-trend = (ch06.scale_trend(by_epochs, n_boot=N_BOOT, executor=P.executor, scheduler=P.scheduler, **EVAL)
+trend = (ch06.scale_trend(by_epochs, protocol=protocol, n_boot=N_BOOT, executor=P.executor, scheduler=P.scheduler)
          if len(by_epochs) > 1 else pd.DataFrame())
 
 # %% tags=["remove-cell"]
@@ -771,7 +771,7 @@ glue("mcc_text", f"recovers the planted factors with an MCC of {mcc['pca_ica']:.
 # give, chosen here.
 
 # %% tags=["remove-input"]
-clf_params = ch06.make_classifier(n_estimators=EVAL["n_estimators"], seed=P.seed).get_params()
+clf_params = ch06.make_classifier(n_estimators=protocol.n_estimators, seed=P.seed).get_params()
 t6 = pd.DataFrame({"ours": {k: clf_params[k] for k in ch06.LIGHTGBM_PARAMS}, "paper": paper.TABLE6_LIGHTGBM})
 extra = pd.DataFrame({"ours": {k: clf_params[k] for k in ("n_estimators", "random_state", "n_jobs")},
                       "paper": {"n_estimators": "not stated", "random_state": "not stated", "n_jobs": "not stated"}})

@@ -39,6 +39,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -413,13 +414,33 @@ def table3_from(per_guide: pd.DataFrame, wells: pd.DataFrame) -> dict[str, dict]
             for gene, guides in guides_of(wells).items()}
 
 
-def evaluate(X, wells: pd.DataFrame, *, kinds=FEATURE_SETS,
-             n_components: float | int | str = DEFAULT_COMPONENTS,
-             rows_per_component: int | None = ROWS_PER_COMPONENT, ica_fit_on: str = "controls",
-             n_splits: int = 3, n_estimators: int = 100, seed: int = 0, top: float = 0.25,
+@dataclass(frozen=True)
+class Protocol:
+    """How a screen's well embeddings are scored, the chapter's declared protocol in one
+    record: whitening onto ``n_components`` (the rule of :func:`nearid.ica.choose_components`,
+    at most one component per ``rows_per_component`` control wells; None: no cap), the ICA
+    rotation fitted on the ``ica_fit_on`` wells, LightGBM with ``n_estimators`` trees over
+    ``n_splits`` batch folds, the top ``top`` share of features for Table 4, and ``seed``."""
+
+    n_components: float | int | str = DEFAULT_COMPONENTS
+    rows_per_component: int | None = ROWS_PER_COMPONENT
+    ica_fit_on: str = "controls"
+    n_splits: int = 3
+    n_estimators: int = 100
+    top: float = 0.25
+    seed: int = 0
+
+    def fit_params(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`fit_feature_sets` (kinds aside)."""
+        return dict(n_components=self.n_components, rows_per_component=self.rows_per_component,
+                    ica_fit_on=self.ica_fit_on, seed=self.seed)
+
+
+def evaluate(X, wells: pd.DataFrame, *, kinds=FEATURE_SETS, protocol: Protocol = Protocol(),
              executor: str | None = None, scheduler: Any = None,
              log: Callable[[str], None] | None = runner_log) -> dict[str, Any]:
-    """Tables 3 and 4 for well embeddings ``X``: see the module docstring for every choice.
+    """Tables 3 and 4 for well embeddings ``X`` under ``protocol`` (:class:`Protocol`; see the
+    module docstring for every choice).
 
     Returns ``table3`` {gene: {auroc: {set: value}, sparsity: {set: value}, guides: n}},
     ``table4`` {set: concentration}, ``table4_share`` {set: top-quarter share of the
@@ -429,26 +450,23 @@ def evaluate(X, wells: pd.DataFrame, *, kinds=FEATURE_SETS,
     (``executor``, ``scheduler``, ``log``: :func:`nearid.tasks.run_tasks`'), with the same
     numbers wherever they run.
     """
-    return evaluate_all([(X, wells)], kinds=kinds, n_components=n_components, rows_per_component=rows_per_component,
-                        ica_fit_on=ica_fit_on, n_splits=n_splits, n_estimators=n_estimators, seed=seed, top=top,
-                        executor=executor, scheduler=scheduler, log=log)[0]
+    return evaluate_all([(X, wells)], kinds=kinds, protocol=protocol, executor=executor, scheduler=scheduler,
+                        log=log)[0]
 
 
-def evaluate_all(inputs: list[tuple[Any, pd.DataFrame]], *, kinds=FEATURE_SETS,
-                 n_components: float | int | str = DEFAULT_COMPONENTS,
-                 rows_per_component: int | None = ROWS_PER_COMPONENT, ica_fit_on: str = "controls",
-                 n_splits: int = 3, n_estimators: int = 100, seed: int = 0, top: float = 0.25,
+def evaluate_all(inputs: list[tuple[Any, pd.DataFrame]], *, kinds=FEATURE_SETS, protocol: Protocol = Protocol(),
                  executor: str | None = None, scheduler: Any = None,
                  log: Callable[[str], None] | None = runner_log) -> list[dict[str, Any]]:
     """:func:`evaluate` of each (X, wells) of ``inputs`` (independently trained MAEs, or
     training budgets), with every LightGBM scoring of all of them in one
     :func:`nearid.tasks.run_tasks` call: a process pool or cluster sees them together, and a
     pool is started once, not once per embedding."""
-    prepared = [_fit(X, wells, kinds=kinds, n_components=n_components, rows_per_component=rows_per_component,
-                     ica_fit_on=ica_fit_on, seed=seed) for X, wells in inputs]
-    scored = _score_all([(feats, wells) for wells, feats, _ in prepared], n_splits=n_splits,
-                        n_estimators=n_estimators, seed=seed, executor=executor, scheduler=scheduler, log=log)
-    return [_tables(*fits, per_guide, per_fold, top=top) for fits, (per_guide, per_fold) in zip(prepared, scored)]
+    prepared = [_fit(X, wells, kinds=kinds, **protocol.fit_params()) for X, wells in inputs]
+    scored = _score_all([(feats, wells) for wells, feats, _ in prepared], n_splits=protocol.n_splits,
+                        n_estimators=protocol.n_estimators, seed=protocol.seed, executor=executor,
+                        scheduler=scheduler, log=log)
+    return [_tables(*fits, per_guide, per_fold, top=protocol.top)
+            for fits, (per_guide, per_fold) in zip(prepared, scored)]
 
 
 def _fit(X, wells: pd.DataFrame, **fit_params) -> tuple[pd.DataFrame, dict[str, np.ndarray], dict[str, FeatureSet]]:
@@ -476,38 +494,40 @@ def gene_means(table3: dict, metric: str) -> dict[str, float]:
     return {k: float(np.mean([r[metric][k] for r in table3.values()])) for k in kinds}
 
 
-def component_sweep(X, wells: pd.DataFrame, *, grid=COMPONENT_GRID, kinds=WHITENED_SETS,
-                    ica_fit_on: str = "controls", n_splits: int = 3, n_estimators: int = 100,
-                    seed: int = 0, top: float = 0.25, n_boot: int | None = None, executor: str | None = None,
-                    scheduler: Any = None, log: Callable[[str], None] | None = runner_log) -> dict[str, pd.DataFrame]:
-    """Tables 3 and 4 against the number of whitened components, for each k of ``grid``
-    (capped by the controls' rank only).
+def component_sweep(X, wells: pd.DataFrame, *, grid=COMPONENT_GRID, protocol: Protocol = Protocol(),
+                    n_boot: int | None = None, executor: str | None = None, scheduler: Any = None,
+                    log: Callable[[str], None] | None = runner_log) -> dict[str, pd.DataFrame]:
+    """Tables 3 and 4 of the whitened feature sets (:data:`WHITENED_SETS`) against the number
+    of whitened components, for each k of ``grid`` (capped by the controls' rank only; the
+    rest of ``protocol`` as declared).
 
     Reuses the embeddings: only the whitening, the rotations and the classifiers are refit.
     ``scores``: one row per (k, feature set) with the k asked for, the k used, the share of
     the control variance kept, whether FastICA converged, the mean over genes of AUROC and
     sparsity, the concentration and the top-quarter share. ``intervals``: one row per (k,
-    claim of :data:`TABLE3_CLAIMS` between ``kinds``) with its paired interval and verdict.
-    A k that the rank caps to one already done is skipped (and not scored). The LightGBM
-    scorings of every k run as tasks in one :func:`nearid.tasks.run_tasks` call
-    (``executor``, ``scheduler``, ``log``).
+    claim of :data:`TABLE3_CLAIMS` between those sets) with its paired interval and verdict
+    (``n_boot`` resamples). A k that the rank caps to one already done is skipped (and not
+    scored). The LightGBM scorings of every k run as tasks in one
+    :func:`nearid.tasks.run_tasks` call (``executor``, ``scheduler``, ``log``).
     """
+    kinds, seed = WHITENED_SETS, protocol.seed
     claims = {cid: c for cid, c in TABLE3_CLAIMS.items() if c[1] in kinds and c[2] in kinds}
     settings, done = [], set()
     for asked in grid:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", (ConvergenceWarning, LowVarianceWarning))
             prepared = _fit(X, wells, kinds=kinds, n_components=int(asked), rows_per_component=None,
-                            ica_fit_on=ica_fit_on, seed=seed)
+                            ica_fit_on=protocol.ica_fit_on, seed=seed)
         k = next(iter(prepared[2].values())).n_components_
         if k not in done:
             done.add(k)
             settings.append((int(asked), k, prepared))
-    scored = _score_all([(feats, wells_) for _, _, (wells_, feats, _) in settings], n_splits=n_splits,
-                        n_estimators=n_estimators, seed=seed, executor=executor, scheduler=scheduler, log=log)
+    scored = _score_all([(feats, wells_) for _, _, (wells_, feats, _) in settings], n_splits=protocol.n_splits,
+                        n_estimators=protocol.n_estimators, seed=seed, executor=executor, scheduler=scheduler,
+                        log=log)
     rows, intervals = [], []
     for (asked, k, prepared), (per_guide, per_fold) in zip(settings, scored):
-        out = _tables(*prepared, per_guide, per_fold, top=top)
+        out = _tables(*prepared, per_guide, per_fold, top=protocol.top)
         auc, sp = gene_means(out["table3"], "auroc"), gene_means(out["table3"], "sparsity")
         for kind, fs in out["fitted"].items():
             rows.append(dict(asked=asked, n_components=k, variance_kept=fs.variance_kept_,
@@ -845,9 +865,9 @@ def calibrate_effect_scale(P, grid=CALIBRATION_GRID, *, seeds=CALIBRATION_SEEDS,
         raise ValueError("no pilot seed: the calibration needs at least one pilot screen per scale")
     tasks = calibration_plan(P, grid, seeds)
     runs = run_tasks(tasks, executor=executor, scheduler=scheduler, log=log)
-    params = evaluation_params(P) | {"n_components": "all"}
-    outs = evaluate_all([(r["embeddings"], r["wells"]) for r in runs], kinds=("base",), executor=executor,
-                        scheduler=scheduler, log=log, **params)
+    outs = evaluate_all([(r["embeddings"], r["wells"]) for r in runs], kinds=("base",),
+                        protocol=replace(evaluation_protocol(P), n_components="all"), executor=executor,
+                        scheduler=scheduler, log=log)
     rows = [dict(effect_scale=float(scale), pilot_seed=int(seed),
                  base_auroc=float(np.mean([r["auroc"]["base"] for r in out["table3"].values()])))
             for (seed, scale), out in zip([(s, c) for s in seeds for c in grid], outs)]
@@ -863,18 +883,18 @@ def split_runs(tasks: list[Task], results: list[dict], *, seed: int, epochs: int
     return replicates, trend
 
 
-def scale_trend(embeddings: dict[int, dict[str, Any]], *, n_boot: int | None = None,
-                executor: str | None = None, scheduler: Any = None, log: Callable[[str], None] | None = runner_log,
-                **eval_params) -> pd.DataFrame:
+def scale_trend(embeddings: dict[int, dict[str, Any]], *, protocol: Protocol = Protocol(), n_boot: int | None = None,
+                executor: str | None = None, scheduler: Any = None,
+                log: Callable[[str], None] | None = runner_log) -> pd.DataFrame:
     """Every verdict of the chapter again for MAEs trained for other budgets (``embeddings``:
     epochs -> the result of :func:`screen_embeddings`), with the same protocol: one row per
     (epochs, claim) with the optimisation steps, the estimate, its interval and the verdict.
     The LightGBM scorings of every budget run as tasks in one :func:`nearid.tasks.run_tasks`
-    call (``executor``, ``scheduler``, ``log``); ``eval_params`` are :func:`evaluate`'s."""
+    call (``executor``, ``scheduler``, ``log``); ``protocol`` is :func:`evaluate`'s."""
     budgets = sorted(embeddings.items())
-    outs = evaluate_all([(emb["embeddings"], emb["wells"]) for _, emb in budgets], executor=executor,
-                        scheduler=scheduler, log=log, **eval_params)
-    seed = eval_params.get("seed", 0)
+    outs = evaluate_all([(emb["embeddings"], emb["wells"]) for _, emb in budgets], protocol=protocol,
+                        executor=executor, scheduler=scheduler, log=log)
+    seed = protocol.seed
     rows = []
     for (epochs, emb), out in zip(budgets, outs):
         decided = {**table3_verdicts(out["per_fold"], seed=seed, n_boot=n_boot),
@@ -890,11 +910,11 @@ def sweep_grid(P) -> list[int]:
     return [min(grid)] if P.get("dry_run") else grid
 
 
-def evaluation_params(P) -> dict[str, Any]:
-    """The protocol's settings from chapter parameters; a dry run grows fewer trees."""
-    return dict(n_components=P.ica_components, rows_per_component=P.rows_per_component or None,
-                ica_fit_on=P.ica_fit_on, n_splits=P.n_splits, seed=P.seed,
-                n_estimators=min(P.n_estimators, DRY_RUN_TREES) if P.get("dry_run") else P.n_estimators)
+def evaluation_protocol(P) -> Protocol:
+    """The protocol from chapter parameters; a dry run grows fewer trees."""
+    return Protocol(n_components=P.ica_components, rows_per_component=P.rows_per_component or None,
+                    ica_fit_on=P.ica_fit_on, n_splits=P.n_splits, seed=P.seed,
+                    n_estimators=min(P.n_estimators, DRY_RUN_TREES) if P.get("dry_run") else P.n_estimators)
 
 
 def data_mb(P) -> float:
@@ -941,7 +961,7 @@ def evaluation_plan(P) -> list[Task]:
     n_guides = len(effect_matrix()[0])
     evaluations = int(P.get("mae_replicates", 1)) + len(P.get("trend_epochs", [P["epochs"]]))
     units = n_guides * (len(FEATURE_SETS) * evaluations + len(WHITENED_SETS) * len(sweep_grid(P)))
-    trees = evaluation_params(P)["n_estimators"]
+    trees = evaluation_protocol(P).n_estimators
     kwargs = dict(n_batches=P["n_batches"], controls_per_batch=P["controls_per_batch"],
                   wells_per_guide=P["wells_per_guide"], n_features=P["embed_dim"], n_splits=P["n_splits"],
                   n_estimators=trees, units=units, seed=P["seed"])

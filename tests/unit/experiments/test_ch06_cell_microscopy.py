@@ -88,7 +88,8 @@ def test_rotations_are_orthogonal_and_ica_unmixes():
 
 def test_effect_vector_is_sparse_only_in_the_ica_basis():
     X, wells, _ = planted(n_ctrl=300, n_pert=60)
-    out = ch06_cell_microscopy.evaluate(X, wells, n_components="all", n_splits=2, n_estimators=20)
+    out = ch06_cell_microscopy.evaluate(X, wells, protocol=ch06_cell_microscopy.Protocol(n_components="all", n_splits=2,
+                                                                                         n_estimators=20))
     sp = out["table3"]["G"]["sparsity"]
     assert sp["pca_ica"] > 0.8 and sp["pca_ica"] > sp["pca_rand"] + 0.2
     # across batches the axis-aligned basis classifies best (the batch source mixes into
@@ -174,7 +175,7 @@ def test_evaluate_on_a_process_pool_gives_the_in_process_numbers(monkeypatch):
     monkeypatch.setenv("NEARID_WORKERS", "2")
     monkeypatch.delenv("NEARID_TASK_CACHE", raising=False)
     X, wells, _ = two_guides(n_ctrl=20, n_pert=6)
-    kw = dict(n_components="all", n_splits=3, n_estimators=10)
+    kw = dict(protocol=ch06_cell_microscopy.Protocol(n_components="all", n_splits=3, n_estimators=10))
     here = ch06_cell_microscopy.evaluate(X, wells, executor="inprocess", log=None, **kw)
     said = []
     pool = ch06_cell_microscopy.evaluate(X, wells, executor="processes", log=said.append, **kw)
@@ -240,7 +241,8 @@ def test_paper_difference_and_comparison():
 def test_component_sweep_reuses_embeddings_and_caps_by_rank():
     X, wells, _ = planted(n_ctrl=60, n_pert=15)
     said = []
-    sweep = ch06_cell_microscopy.component_sweep(X, wells, grid=(2, 4, 6, 64), n_splits=2, n_estimators=10,
+    sweep = ch06_cell_microscopy.component_sweep(X, wells, grid=(2, 4, 6, 64),
+                                                 protocol=ch06_cell_microscopy.Protocol(n_splits=2, n_estimators=10),
                                                  n_boot=100, log=said.append)
     scores, intervals = sweep["scores"], sweep["intervals"]
     assert sorted(set(scores.n_components)) == [2, 4, 6]  # 64 capped by the rank (6 columns)
@@ -292,8 +294,8 @@ def test_plan_is_one_mae_task_per_replicate_and_budget_and_dry_run_cuts_them():
     assert dry.kwargs["max_steps"] == ch06_cell_microscopy.DRY_RUN_STEPS
     assert dry.kwargs["simulator"]["cells_per_well"] == ch06_cell_microscopy.DRY_RUN_CELLS
     assert dry.kwargs["mae"]["embed_dim"] == 192  # the model keeps full's shape
-    assert ch06_cell_microscopy.evaluation_params(resolve("06", "full", {"dry_run": True}))["n_estimators"] == 10
-    assert ch06_cell_microscopy.evaluation_params(P)["n_estimators"] == 100
+    assert ch06_cell_microscopy.evaluation_protocol(resolve("06", "full", {"dry_run": True})).n_estimators == 10
+    assert ch06_cell_microscopy.evaluation_protocol(P).n_estimators == 100
     assert ch06_cell_microscopy.sweep_grid(P) == P.ica_grid
     assert ch06_cell_microscopy.sweep_grid(resolve("06", "full", {"dry_run": True})) == [4]
 
@@ -379,7 +381,7 @@ def test_scale_trend_decides_every_claim_at_every_budget():
                   for t in ch06_cell_microscopy.plan(P)}
     said = []
     trend = ch06_cell_microscopy.scale_trend(embeddings, n_boot=50, log=said.append,
-                                             **ch06_cell_microscopy.evaluation_params(P))
+                                             protocol=ch06_cell_microscopy.evaluation_protocol(P))
     assert [line.split(":")[0] for line in said if " tasks: " in line] == ["120 tasks"]  # 2 budgets x 15 guides x 4 sets
     assert sorted(trend.epochs.unique()) == [1, 2]
     assert set(trend.claim) == set(ch06_cell_microscopy.TABLE3_CLAIMS) | set(ch06_cell_microscopy.TABLE4_CLAIMS)
