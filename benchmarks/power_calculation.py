@@ -8,13 +8,15 @@ interval inside the margin when the truth is the claimed value). The registry's 
 becomes that number, at least :data:`nearid.claims.POWER_FLOOR`, and the entry keeps the
 calculation (``power``: pilot, method, spread, effect, n) so that a test can redo it. A
 claim with no number to power against (the paper states it in words, or the pilot's
-interval is unbounded) keeps its design floor and says why.
+interval is unbounded) keeps its design floor and says why. For Table 1's efficiencies
+(Fieller intervals for a ratio of means) the spread read off the interval is a rough
+approximation (:func:`nearid.verdicts.units_for_spread`): their minimums overstate the need.
 
 The pilot is a run's reference results: for the next run the minimum is declared before its
 result; for the pilot itself it is read off its own spread, which the summary says.
 
     python benchmarks/power_calculation.py                     # the table, nothing written
-    python benchmarks/power_calculation.py --pilot-name "quick reference, 0aeca15" --write
+    python benchmarks/power_calculation.py --pilot-name "quick reference, fdc75cf" --write
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from nearid.book.results import CLAIM_BLOCKS
 from nearid.verdicts import unit_spread, units_for_spread
 
 ROOT = Path(__file__).resolve().parents[1]
+MOST = 10_000  # a need beyond this is recorded as none, not as a minimum nobody could meet
 
 
 def pilot_records(folder: Path) -> dict[str, dict]:
@@ -48,19 +51,24 @@ def calculation(entry: claims.Claim, rec: dict | None, pilot: str) -> dict:
         return {"none": "no result in the pilot"}
     paper = rec.get("paper")
     equivalence = entry.test == "equivalence"
-    if not equivalence and (paper is None or isinstance(paper, str)):
+    if not equivalence and (paper is None or isinstance(paper, str) or not math.isfinite(float(paper))):
         return {"none": "the paper states this claim in words, with no number: no effect to power against; "
                         "min_n is the design floor"}
-    sd = unit_spread(rec.get("low"), rec.get("high"), rec.get("n"), rec.get("method"))
+    low, high = rec.get("low"), rec.get("high")
+    sd = unit_spread(low, high, rec.get("n"), rec.get("method"))
     if not math.isfinite(sd):
-        return {"none": "the pilot's interval is unbounded: no spread to power from; min_n is the design floor"}
+        finite = low is not None and high is not None and math.isfinite(low) and math.isfinite(high)
+        why = "has no width" if finite else "is unbounded"
+        return {"none": f"the pilot's interval {why}: no spread to power from; min_n is the design floor"}
     sd = float(f"{sd:.4g}")
     if equivalence:
         effect = entry.margin  # the truth on the claimed value, both ends inside the margin
     else:
         bound = -entry.margin if entry.test == "non_inferiority" else entry.margin
         effect = float(f"{float(paper) - bound:.4g}")
-    n = units_for_spread(sd, effect, rec.get("method"), equivalence=equivalence)
+    n = units_for_spread(sd, effect, rec.get("method"), equivalence=equivalence, most=MOST)
+    if n > MOST:
+        return {"none": f"more than {MOST:,} units would be needed at the pilot's spread: min_n is the design floor"}
     return {"pilot": pilot, "method": rec.get("method"), "sd": sd, "effect": effect, "n": int(n)}
 
 

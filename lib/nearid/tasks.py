@@ -2,7 +2,7 @@
 and keep every finished result so that a killed run resumes where it stopped.
 
 A :class:`Task` is a module-level function and its keyword arguments (plain,
-JSON-serialisable values, a seed among them). The function is pure: it seeds what it uses,
+JSON-serialisable values or frozen settings records of them, a seed among them). The function is pure: it seeds what it uses,
 shares no state with other tasks, and returns arrays, numbers and data frames.
 :func:`run_tasks` returns the results in the order of the tasks, whatever order they
 finished in, whichever executor ran them:

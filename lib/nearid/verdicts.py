@@ -275,7 +275,10 @@ def units_for_spread(sd: float, effect: float, method: str | None, equivalence: 
     """The smallest n >= 2 whose interval detects a true difference ``effect`` beyond the bound
     with probability ``power`` when one unit has spread ``sd``:
     (c_(1-alpha/2) + c_power) * sd / sqrt(n) <= |effect|, c from Student's t with n - 1 degrees
-    of freedom for a t (or Fieller) interval, from the normal for a bootstrap one. With
+    of freedom for a t interval, from the normal for a bootstrap one. A Fieller interval (a
+    ratio of means) is read the same way, as if symmetric and shrinking as 1/sqrt(n): a rough
+    approximation, since such an interval is skewed and widens fast when the denominator is
+    noisy, so the n it gives for a ratio overstates what a delta-method calculation would. With
     ``equivalence`` the truth is taken to sit on the claimed value and ``effect`` is the
     margin: both ends of the interval must stay inside it, so c_power becomes
     c_((1+power)/2). NaN without a finite spread or an effect; ``most`` + 1 when even ``most``

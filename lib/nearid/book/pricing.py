@@ -39,14 +39,15 @@ SAY_ABOVE_SECONDS = 60.0  # runs estimated shorter than this start without an es
 
 
 # Wall seconds of each chapter in one fresh default quick build (two chapters side by side,
-# one torch thread each) of f0f5fa0 on an idle 2-core AMD EPYC (Zen 3) VM, 2026-12-05: the
-# whole build took 25:14 (benchmarks/README.md, "Issue 34"). Used only to start the longest
-# chapters first when an output folder has no timings of its own yet (a fresh clone), and to
-# price a chapter that has never run here: chapter 05 takes longer than all chapters but 04
-# together, so starting it late would leave a core idle for many minutes. Never a result.
+# one torch thread each, portable kernels) of e7cfcf1 on an idle 2-core AMD EPYC (family 25
+# model 17, Zen 4) VM, 2026-12-07: the whole build took 23:26 (benchmarks/README.md, "Ninth
+# round"). Used only to start the longest chapters first when an output folder has no timings
+# of its own yet (a fresh clone), and to price a chapter that has never run here: chapter 04
+# takes longer than all chapters but 05 together, so starting it late would leave a core idle
+# for many minutes. Never a result.
 REFERENCE_SECONDS = {
-    "quick": {"01_definitions": 27, "02_isometric_dgp": 67, "03_bilipschitz": 345,
-              "04_alignment": 1943, "05_disentanglement": 1464, "06_cell_microscopy": 306},
+    "quick": {"01_definitions": 21, "02_isometric_dgp": 59, "03_bilipschitz": 343,
+              "04_alignment": 1075, "05_disentanglement": 863, "06_cell_microscopy": 304},
 }
 
 

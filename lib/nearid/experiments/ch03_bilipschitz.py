@@ -191,7 +191,8 @@ def evaluate_autoencoder(model: MLPAutoencoder, X, *, device: str | torch.device
 
 
 def train_and_measure(*, alpha: float, seed: int, weight_decay: float = 0.0, digit: int | None = None,
-                      images: Images = Images(), training: Training = Training(), max_steps: int | None = None,
+                      images: Images = Images(), training: Training = Training(device="auto"),
+                      max_steps: int | None = None,
                       evaluate: float = 1.0) -> dict:
     """The chapter's task: train one autoencoder and measure it on held-out images.
 

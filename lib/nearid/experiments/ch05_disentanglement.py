@@ -196,7 +196,9 @@ class Setup:
     (what differs between tasks: dataset, model, seed) and its cache key still names every
     setting (:func:`nearid.tasks.task_key` hashes the record's fields).
 
-    ``secondary``: also score DCI and MIG (the appendix's metrics; off for quick exercises)."""
+    ``secondary``: also score DCI and MIG (the appendix's metrics; off for quick exercises).
+    ``supersample`` defaults to the chapter's 2 (anti-aliased renders); the exercises and the
+    tests pass 1."""
 
     image_size: int = 32
     n_train: int = 5000
