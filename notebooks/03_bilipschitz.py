@@ -48,7 +48,6 @@ results_path = None
 
 # %% tags=["remove-cell"]
 import nearid  # first: it pins the CPU kernels before numpy and torch load (nearid.kernels)
-from dataclasses import replace
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -647,6 +646,8 @@ glue("ex_wd_sentence", f"At this small scale the linear decoder's L is {wd_L.loc
 # of it:
 
 # %%
+from dataclasses import replace
+
 latent = pd.concat([
     BiLipschitzSweep(Grid(alphas=[0.0, 1.0], seeds=2, weight_decays=[P.digit_weight_decay], tie_encoder=True),
                      images=images, training=replace(training, latent_dim=d)).fit(**run).summary()
