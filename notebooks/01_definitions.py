@@ -53,7 +53,7 @@ import seaborn as sns
 
 import nearid
 from nearid import verdicts
-from nearid.align import LinearAlignment, RigidAlignment, alignment_table
+from nearid.align import LINEAR, PERMUTATION, RIGID, LinearAlignment, RigidAlignment, alignment_table
 from nearid.book import claim_text, plotting, results, tables
 from nearid.book.profiles import resolve
 from nearid.book.results import glue
@@ -181,9 +181,9 @@ tables.table(clean.rename(index=tables.FAMILY_LABELS).rename_axis("family").to_f
              "(a fraction of the diameter).", "tbl-01-rotated", formats={"held-out error": tables.significant})
 
 # %% tags=["remove-cell"]
-glue("rot_perm", clean["permutation"])
-glue("rot_rigid", clean["rigid"])
-glue("rot_linear", clean["linear"])
+glue("rot_perm", clean[PERMUTATION])
+glue("rot_rigid", clean[RIGID])
+glue("rot_linear", clean[LINEAR])
 glue("rot_ica", clean["ica"])
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "A rotated copy of Laplace codes plus Gaussian noise: the held-out error of each transform family against the noise level.", "name": "fig-01-noise"}, "image": {"alt": "Line chart: normalised held-out error of the signed-permutation, rigid, linear and ICA families against the noise level added to a rotated copy of Laplace codes, one line per family; a legend note names the lines that coincide."}}
@@ -440,12 +440,12 @@ half = len(Z) // 2
 strict = RigidAlignment(scale=False).fit(Z[:half], 3 * Z[:half] @ R).score(Z[half:], 3 * Z[half:] @ R)
 
 # %% tags=["remove-cell"]
-glue("scaled_rigid", scaled["rigid"])
-glue("scaled_linear", scaled["linear"])
+glue("scaled_rigid", scaled[RIGID])
+glue("scaled_linear", scaled[LINEAR])
 glue("scaled_strict", strict)
 
 # %% tags=["remove-input"]
-tables.table(pd.DataFrame({"held-out error": {"rigid (one global scale)": scaled["rigid"], "linear": scaled["linear"],
+tables.table(pd.DataFrame({"held-out error": {"rigid (one global scale)": scaled[RIGID], "linear": scaled[LINEAR],
                                               "rigid, scale=False": strict}}).rename_axis("family"),
              "Exercise solution: errors of the scaled copy $3\\,ZR$.", "tbl-01-ex-scaled",
              formats={"held-out error": tables.significant})

@@ -56,7 +56,7 @@ import seaborn as sns
 
 import nearid
 from nearid import verdicts
-from nearid.align import match_columns
+from nearid.align import FAMILY_INFO, ICA_FAMILY, LINEAR, PERMUTATION, RIGID, match_columns
 from nearid.book import claim_text, plotting, results, tables
 from nearid.book.profiles import resolve
 from nearid.book.results import glue, glue_verdict
@@ -158,10 +158,10 @@ axes[0].set(xlabel=r"$\delta$ (distance of $g$ from an isometry)",
             ylabel="normalised error between seeds", title="Statistical: seed i -> seed j")
 long = sweep.models.melt(id_vars=["delta", "seed"], value_vars=["rigid_error", "ica_perm_error", "linear_error"],
                          var_name="map to u", value_name="error")
-long["map to u"] = long["map to u"].map({"rigid_error": "rigid", "ica_perm_error": "ICA + signed perm.",
-                                         "linear_error": "linear"})
+long["map to u"] = long["map to u"].map({"rigid_error": RIGID, "ica_perm_error": "ICA + signed perm.",
+                                         "linear_error": LINEAR})
 sns.lineplot(data=long, x="delta", y="error", hue="map to u", marker="o", errorbar="sd",
-             palette=[colors["rigid"], colors["ica"], colors["linear"]], ax=axes[1])
+             palette=[colors[RIGID], colors[ICA_FAMILY], colors[LINEAR]], ax=axes[1])
 axes[1].set(xlabel=r"$\delta$", ylabel="normalised error to the true factors u",
             title="Structural: codes -> u")
 for ax in axes:  # legends under the panels: inside, they sit on the bands
@@ -174,14 +174,13 @@ stat = sweep.pairs.groupby(["delta", "family"]).error.mean().unstack("family")
 models = sweep.models.groupby("delta").mean(numeric_only=True)
 d_min, d_max = min(P.deltas), max(P.deltas)
 between = pd.DataFrame({"bi-Lipschitz constant": models["bilipschitz"], "test MSE": models["test_mse"],
-                        "signed permutation": stat["permutation"], "rigid": stat["rigid"],
-                        "whitening + ICA": stat["ica"]}).rename_axis("δ")
+                        **{FAMILY_INFO[f].label: stat[f] for f in (PERMUTATION, RIGID, ICA_FAMILY)}}).rename_axis("δ")
 tables.table(between, "Statistical identifiability per $\\delta$: the measured bi-Lipschitz constant of $g$, the "
              "held-out reconstruction MSE, and the error between seeds of each family (means over seeds and "
              "pairs of seeds).", "tbl-02-seeds", formats={"δ": "{:.2f}", "test MSE": tables.significant})
 
 # %% tags=["remove-input"]
-to_u = pd.DataFrame({"rigid": models["rigid_error"], "linear": models["linear_error"],
+to_u = pd.DataFrame({FAMILY_INFO[RIGID].label: models["rigid_error"], FAMILY_INFO[LINEAR].label: models["linear_error"],
                      "ICA + signed permutation": models["ica_perm_error"], "MCC, AE": models["mcc"],
                      "MCC, AE + ICA": models["mcc_ica"]}).rename_axis("δ")
 tables.table(to_u, "Structural identifiability per $\\delta$: the error from the codes to the true factors $u$ "
@@ -201,8 +200,8 @@ tables.table(to_u, "Structural identifiability per $\\delta$: the error from the
 decided = {
     "error_falls_with_delta": ch02.trend_verdict(sweep.models, "rigid_error", seed=P.seed),
     "ae_ica_recovers_axes": ch02.ica_gain_verdict(sweep.models, d_min),
-    "ica_aligns_seeds": ch02.seed_order_verdict(sweep.comparisons[d_min], "permutation", "ica", seed=P.seed),
-    "seeds_differ_by_rotation": ch02.seed_order_verdict(sweep.comparisons[d_min], "permutation", "rigid",
+    "ica_aligns_seeds": ch02.seed_order_verdict(sweep.comparisons[d_min], PERMUTATION, ICA_FAMILY, seed=P.seed),
+    "seeds_differ_by_rotation": ch02.seed_order_verdict(sweep.comparisons[d_min], PERMUTATION, RIGID,
                                                         seed=P.seed),
 }
 for name, v in decided.items():
@@ -240,9 +239,9 @@ glue("rigid_u_max", models.loc[d_max, "rigid_error"])
 glue("mcc_ae_min", models.loc[d_min, "mcc"])
 glue("mcc_ica_min", models.loc[d_min, "mcc_ica"])
 glue("mcc_ica_max", models.loc[d_max, "mcc_ica"])
-glue("perm_seed_min", stat.loc[d_min, "permutation"])
-glue("rigid_seed_min", stat.loc[d_min, "rigid"])
-glue("ica_seed_min", stat.loc[d_min, "ica"])
+glue("perm_seed_min", stat.loc[d_min, PERMUTATION])
+glue("rigid_seed_min", stat.loc[d_min, RIGID])
+glue("ica_seed_min", stat.loc[d_min, ICA_FAMILY])
 glue("n_models", len(sweep.models))
 
 
@@ -296,7 +295,7 @@ titles = {"error_falls_with_delta": "1. Spearman(delta, rigid error to u)",
           "ae_ica_recovers_axes": f"2. MCC after ICA - raw MCC (delta = {d_min})"}
 for ax, (name, title) in zip(axes, titles.items()):
     t = trend[trend.claim == name]
-    plotting.plot_intervals(ax, t.seeds, t.estimate, t.low, t.high, fmt="o-")
+    plotting.plot_intervals(ax, t.seeds, (t.estimate, t.low, t.high), fmt="o-")
     ax.axvline(P.seeds, color="0.5", ls=":", lw=1)
     ax.set(xlabel="seeds per delta (k)", ylabel="estimate and 95% interval", title=title)
 fig.tight_layout()
@@ -484,12 +483,12 @@ for kind in ("uniform", "gaussian"):
     run = ch02.run_sweep(small, log=None)
     seeds_err = run.pairs.groupby("family").error.mean()
     rows[kind] = {**run.models[["rigid_error", "mcc", "mcc_ica"]].mean(),
-                  "seeds: perm": seeds_err["permutation"], "seeds: ICA": seeds_err["ica"]}
+                  "seeds: perm": seeds_err[PERMUTATION], "seeds: ICA": seeds_err[ICA_FAMILY]}
 gauss = pd.DataFrame(rows).T
 
 # %% tags=["remove-cell"]
 for kind in rows:
-    for col, key in (("mcc_ica", "mcc_ica"), ("rigid_error", "rigid"), ("seeds: perm", "perm"),
+    for col, key in (("mcc_ica", "mcc_ica"), ("rigid_error", RIGID), ("seeds: perm", "perm"),
                      ("seeds: ICA", "ica")):
         glue(f"{kind}_{key}", gauss.loc[kind, col])
 

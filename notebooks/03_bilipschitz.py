@@ -54,7 +54,7 @@ import pandas as pd
 import seaborn as sns
 
 import nearid
-from nearid import paper
+from nearid import align, paper
 from nearid.book import claim_text, plotting, results, tables
 from nearid.book.profiles import resolve
 from nearid.book.results import glue, glue_verdict
@@ -299,7 +299,7 @@ for ax, col, label in [(axes[0], "L_mean", r"$L_{\mathrm{mean}}$"), (axes[1], "L
                     palette="viridis", s=55, ax=ax, legend=ax is axes[0])
     finite = pairs[col][np.isfinite(pairs[col])]
     grid = np.geomspace(max(finite.min(), 1e-3) * 0.8, finite.max() * 1.2, 200)
-    ax.plot(grid, fit.predict(grid), color=colors["rigid"], lw=2, label=r"fit $b + c\sqrt{2L+L^2}$")
+    ax.plot(grid, fit.predict(grid), color=colors[align.RIGID], lw=2, label=r"fit $b + c\sqrt{2L+L^2}$")
     ax.scatter(pairs[col], pairs.linear_error, marker="+", color="0.45", s=25, label="linear error (contrast)")
     ax.set_xscale("log")
     ax.set(xlabel=label + " (measured, log scale)", ylabel="rigid error between seeds (normalised)",
@@ -460,8 +460,8 @@ for n in digit_budgets:
 digit_scale = pd.DataFrame(digit_scale)
 if len(digit_scale):
     fig, ax = plt.subplots(figsize=(plotting.WIDTH, 3.6))
-    plotting.plot_intervals(ax, digit_scale.n_train, digit_scale.estimate, digit_scale.low, digit_scale.high,
-                            fmt="o-", capsize=4, color=colors["rigid"])
+    plotting.plot_intervals(ax, digit_scale.n_train, (digit_scale.estimate, digit_scale.low, digit_scale.high),
+                            fmt="o-", capsize=4, color=colors[align.RIGID])
     ax.set_xscale("log")
     ax.set_xticks(digit_scale.n_train, [f"{n:,}" for n in digit_scale.n_train])
     ax.set(xlabel="training budget n (first n MNIST training images)",

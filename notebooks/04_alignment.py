@@ -49,6 +49,7 @@ results_path = None
 # %% tags=["remove-cell"]
 import nearid  # first: it pins the CPU kernels before numpy and torch load (nearid.kernels)
 import warnings
+from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -285,10 +286,9 @@ for pair in pairs.values():
 # replicates.
 
 # %%
-protocol = dict(fit_fraction=P.fit_fraction, seed=P.seed, ica_components=P.ica_components,
-                ica_max_rows=align.ICA_MAX_ROWS, ica_max_iter=P.ica_max_iter, subspace=P.subspace)
-measured = ch04_alignment.measure(pairs, **protocol)  # the first replicates
-by_replicate = ch04_alignment.measure_replicates(replicates, first=measured, **protocol)
+protocol = ch04_alignment.alignment_protocol(P)  # split, whitening rule, FastICA's budget, shared subspace
+measured = ch04_alignment.measure(pairs, protocol)  # the first replicates
+by_replicate = ch04_alignment.measure_replicates(replicates, protocol, first=measured)
 ours = ch04_alignment.table1_replicates(by_replicate)
 links = ch04_alignment.order_links(by_replicate, seed=P.seed)
 efficiency = ch04_alignment.efficiency_claims(by_replicate, section="ch04-verdict")
@@ -296,7 +296,7 @@ efficiency = ch04_alignment.efficiency_claims(by_replicate, section="ch04-verdic
 # %% tags=["remove-input"]
 paper_df = pd.DataFrame(paper.TABLE1).T
 paper_df["ica_efficiency"] = [paper.table1_efficiency(r) for r in paper.TABLE1.values()]
-cols = ["permutation", "ica", "rigid", "linear", "ica_efficiency"]
+cols = [*align.PAPER_ORDER, "ica_efficiency"]
 converged = {p: tuple(c for r in reps for c in r.ica_converged) for p, reps in by_replicate.items()}
 names = {**tables.FAMILY_LABELS, "ica_efficiency": "ICA efficiency"}
 beside = []  # our row, then the paper's row it stands for
@@ -394,7 +394,7 @@ if "sentence_encoders" in ordering:
     glue("sent_order", ordering["sentence_encoders"])
     glue("sent_links", "; ".join(f"{l} {t}" for l, t in zip(sub.link, sub.text)))
     glue("sent_cka", float(ours.loc["sentence_encoders", "cka"]))
-    glue("sent_linear", float(ours.loc["sentence_encoders", "linear"]))
+    glue("sent_linear", float(ours.loc["sentence_encoders", align.LINEAR]))
 else:
     for k in ("sent_order", "sent_links"):
         glue(k, "not run (the pair is not in this run's pairs)")
@@ -435,7 +435,7 @@ fig, axes = plt.subplots(1, 3, figsize=(plotting.WIDE, 1.2 + 0.5 * len(ours)), s
 for ax, link in zip(axes, link_names):
     sub = links[links.link == link].set_index("pair").reindex(ours.index)
     y = np.arange(len(sub))
-    plotting.plot_intervals(ax, y, sub.estimate, sub.low, sub.high, horizontal=True, paper=sub.paper,
+    plotting.plot_intervals(ax, y, (sub.estimate, sub.low, sub.high), horizontal=True, paper=sub.paper,
                             color=sns.color_palette()[0], label="ours, 95% interval")
     ax.set(title=link, xlabel="mean error difference")
     ax.set_yticks(y, [LABELS[p] for p in sub.index])
@@ -470,8 +470,8 @@ glue("eff_min", float(eff.min()))
 glue("eff_max", float(eff.max()))
 glue("eff_paper_min", float(paper_df["ica_efficiency"].min()))
 glue("eff_paper_max", float(paper_df["ica_efficiency"].max()))
-ratio = (ours.loc[paper_pairs, "linear"] / ours.loc[paper_pairs, "rigid"]).mean()
-ratio_paper = (paper_df["linear"] / paper_df["rigid"]).mean()
+ratio = (ours.loc[paper_pairs, align.LINEAR] / ours.loc[paper_pairs, align.RIGID]).mean()
+ratio_paper = (paper_df[align.LINEAR] / paper_df[align.RIGID]).mean()
 glue("lin_rigid_ratio", float(ratio))
 glue("lin_rigid_ratio_paper", float(ratio_paper))
 glue("lin_rigid_words", ch04_alignment.linear_rigid_reading(ratio, ratio_paper))
@@ -530,10 +530,8 @@ tables.table(eff_table.rename_axis("our pair"),
 # %%
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", ica.LowVarianceWarning)  # small grid settings: reported below
-    full_space = ch04_alignment.measure(pairs, **{**protocol, "subspace": None})  # every direction
-    sens = ch04_alignment.component_sensitivity(
-        pairs, full_space, P.ica_grid, rule=P.ica_components, fit_fraction=P.fit_fraction,
-        seed=P.seed, ica_max_rows=align.ICA_MAX_ROWS, ica_max_iter=P.ica_max_iter)
+    full_space = ch04_alignment.measure(pairs, replace(protocol, subspace=None))  # every direction
+    sens = ch04_alignment.component_sensitivity(pairs, full_space, P.ica_grid, protocol)
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "ICA error (left) and ICA efficiency (right) of each pair against the number of whitened components each side keeps (the mean of A's and B's count; a setting above what a side allows is capped, so some points coincide). Stars: the declared rule. The dashed line at efficiency 0 is the signed-permutation baseline.", "name": "fig-04-components"}, "image": {"alt": "Two line charts against the number of whitened components per side on a log axis, one line per model pair: the ICA held-out error (left) and the ICA efficiency (right), stars marking the declared rule and a dashed line at efficiency 0; the legend is below the panels."}}
 sens["components"] = (sens.components_a + sens.components_b) / 2
@@ -590,7 +588,7 @@ glue("rule_var_min", 100 * float(np.minimum(rule_rows.variance_a, rule_rows.vari
 # map.
 
 # %% tags=["remove-input"]
-shown = ["permutation", "ica", "rigid", "linear", "ica_efficiency"]
+shown = [*align.PAPER_ORDER, "ica_efficiency"]
 on_both = pd.concat({"shared subspace (Table 1)": ch04_alignment.table1(measured)[shown],
                      "every direction": ch04_alignment.table1(full_space)[shown]}).swaplevel().loc[list(measured)]
 on_both = on_both.rename(index=LABELS, level=0).rename(columns=names).rename_axis(["our pair (first replicate)",
@@ -634,9 +632,7 @@ for name in paper_pairs:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ica.LowVarianceWarning)
         table, rows = ch04_alignment.fit_rows_trend(
-            pairs[name], P.trend_fractions, fit_fraction=P.fit_fraction, seed=P.seed,
-            ica_components=P.ica_components, ica_max_rows=align.ICA_MAX_ROWS,
-            ica_max_iter=P.ica_max_iter, subspace=P.subspace, full=measured[name])  # every fit row: the table's
+            pairs[name], P.trend_fractions, protocol, full=measured[name])  # every fit row: the table's
     trend.append(table)
     trend_rows[name] = ch04_alignment.trend_difference(rows, seed=P.seed)
 trend = pd.concat(trend, ignore_index=True)
@@ -644,7 +640,7 @@ trend = pd.concat(trend, ignore_index=True)
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "ICA efficiency of each paper-like pair against the number of fit rows (nested subsets of the fit split, the same evaluation rows), with 95% bootstrap intervals over evaluation rows (the fitted maps held fixed). Dashed lines, in each pair's colour: the paper's efficiency for the same row of Table 1.", "name": "fig-04-trend"}, "image": {"alt": "Line chart: ICA efficiency of each paper-like model pair against the number of fit rows on a log axis, with 95% intervals, a dashed line per pair at the paper's efficiency and a solid line at 0."}}
 fig, ax = plt.subplots(figsize=(plotting.WIDTH, 4.0))
 for name, g in trend.groupby("pair", sort=False):
-    plotting.plot_intervals(ax, g.fit_rows, g.ica_efficiency, g.low, g.high, fmt="o-", color=pal[name],
+    plotting.plot_intervals(ax, g.fit_rows, (g.ica_efficiency, g.low, g.high), fmt="o-", color=pal[name],
                             label=LABELS[name], threshold=None)
     ax.axhline(paper.table1_efficiency(paper.TABLE1[ch04_alignment.paper_row(name)]), color=pal[name], ls="--", lw=0.8, alpha=0.7)
 ax.axhline(0, color="k", lw=0.8)
@@ -715,13 +711,13 @@ lm_pair = pairs.get("gpt_neox_seeds")
 if lm_pair is not None and lm_pair.layers_A:
     layer_maps = {metric: align.compare_layers(lm_pair.layers_A, lm_pair.layers_B, metric=metric,
                                                 fit_fraction=P.fit_fraction, seed=P.seed)
-                  for metric in ("rigid", "cka")}
+                  for metric in (align.RIGID, "cka")}
 else:
     layer_maps = {}
 
 # %% tags=["remove-input"] mystnb={"figure": {"caption": "Every layer of the tiny language model trained with seed 0 (rows) against every layer of the one trained with seed 1 (columns), on the same held-out text windows. Left: rigid error (held out, lower = more alike); right: linear CKA (higher = more alike). Layer 0 is the token embedding.", "name": "fig-04-layers"}, "image": {"alt": "Two heatmaps, layers of the language model trained with seed 0 as rows against layers of the one trained with seed 1 as columns, each cell labelled with its value: rigid error (left) and linear CKA (right)."}}
 fig, axes = plt.subplots(1, 2, figsize=(plotting.WIDE, 3.8))
-for ax, metric in zip(axes, ("rigid", "cka")):
+for ax, metric in zip(axes, (align.RIGID, "cka")):
     if metric in layer_maps:
         plotting.plot_layer_matrix(layer_maps[metric], ax=ax, title=f"{metric}: seed 0 (rows) vs seed 1 (columns)")
     else:
@@ -731,8 +727,8 @@ fig.tight_layout()
 plt.show()
 
 # %% tags=["remove-cell"]
-if "rigid" in layer_maps:
-    rig = layer_maps["rigid"].to_numpy()
+if align.RIGID in layer_maps:
+    rig = layer_maps[align.RIGID].to_numpy()
     diagonal = np.diag(rig)
     off = rig[~np.eye(*rig.shape, dtype=bool)]
     glue("layers_n", rig.shape[0])
@@ -794,7 +790,7 @@ tables.table(sim_table, f"Six similarity measures between the two models of one 
              formats={"rows shuffled": lambda v: tables.format_number(v, 3), "identical would read": "{:g}"})
 
 # %% tags=["remove-cell"]
-table = {p: {k: ours.loc[p, k] for k in ("permutation", "rigid", "linear", "ica", "ica_efficiency", "cka")}
+table = {p: {k: ours.loc[p, k] for k in (*align.PAPER_FAMILIES, "ica_efficiency", "cka")}
          for p in ours.index}
 results.save(results_path, {
     "table1": table,

@@ -462,7 +462,7 @@ places = [*P.datasets, "aggregated"]
 fig, axes = plt.subplots(1, 3, figsize=(plotting.WIDE, 3.0), sharey=True)
 for ax, s in zip(axes, INFOMEC):
     vs = pd.DataFrame([verdicts[f"ica_vs_ae_{s}_{ds}"] for ds in places])
-    plotting.plot_intervals(ax, range(len(places)), vs.estimate, vs.low, vs.high, horizontal=True,
+    plotting.plot_intervals(ax, range(len(places)), (vs.estimate, vs.low, vs.high), horizontal=True,
                             paper=vs.paper, verdicts=vs.verdict)
     ax.set(title=f"{SCORE_LABELS[s]}: AE + ICA − AE", yticks=range(len(places)))
     ax.set_yticklabels([DATASET_LABELS[d] for d in places])
@@ -660,7 +660,7 @@ for j, s in enumerate(("infom", "infoe")):
     ax.set(ylabel=SCORE_LABELS[s], title=f"{SCORE_LABELS[s]}, aggregated")
     ax.legend()
     ax = axes[1, j]
-    plotting.plot_intervals(ax, t["steps"], t["difference"], t["low"], t["high"], fmt="o-", capsize=4, color="k")
+    plotting.plot_intervals(ax, t["steps"], (t["difference"], t["low"], t["high"]), fmt="o-", capsize=4, color="k")
     ax.set(xscale="log", xlabel="optimiser steps (epochs)", ylabel=f"Δ{SCORE_LABELS[s]}, AE + ICA − AE")
     ax.set_xticks(t["steps"], [f"{st} ({e})" for st, e in zip(t["steps"], t["epochs"])])
     ax.minorticks_off()

@@ -254,7 +254,7 @@ if real:
     print(f"RxRx3-core: {len(wells)} wells, {int(wells.is_control.sum())} controls, "
           f"{X_wells.shape[1]}-d OpenPhenom embeddings")
 else:
-    tasks = ch06.plan(P)  # the chapter's MAE first, then the other training budgets of the scale trend
+    tasks = ch06.plan(P)  # one MAE per replicate; the first also embeds the wells at the trend's budgets
     trained = run_tasks(tasks, executor=P.executor, scheduler=P.scheduler)
     replicate_runs, by_epochs = ch06.split_runs(tasks, trained, seed=P.seed, epochs=P.epochs)
     emb = replicate_runs[0]
@@ -523,7 +523,7 @@ ax = axes[1, 1]
 for j, cid in enumerate(("auroc_ica_gt_pca", "auroc_ica_gt_rand")):
     s = intervals[intervals.claim == cid]
     x = s.n_components * (1 + 0.04 * (2 * j - 1))
-    plotting.plot_intervals(ax, x, s.estimate, s.low, s.high, color=palette["pca"] if j == 0 else palette["pca_rand"],
+    plotting.plot_intervals(ax, x, (s.estimate, s.low, s.high), color=palette["pca"] if j == 0 else palette["pca_rand"],
                             label="AUROC: PCA + ICA - PCA" if j == 0 else "AUROC: PCA + ICA - PCA + Rand")
 ax.set_ylabel("paired difference (95% interval)")
 for ax in axes.ravel():
@@ -664,9 +664,11 @@ else:
 # The paper's MAE is a foundation model trained on millions of crops on GPUs; ours trains
 # for {glue:text}`mae_epochs` epochs on a CPU. Whether a verdict would change at that scale
 # cannot be settled here. What can be seen is which way each one moves as the same MAE
-# trains longer: the MAE trained again for each budget of {glue:text}`trend_budgets`
-# epochs (the same screen, seed and model), and the whole protocol, with the declared $k$
-# and the same classifiers, run on each, every claim decided again.
+# trains longer: the first replicate's MAE after each budget of {glue:text}`trend_budgets`
+# epochs (one run, its wells embedded at each budget on the way: with the same seed, batches
+# and learning rate, the first $e$ epochs of a longer run are a run of $e$ epochs), and the
+# whole protocol, with the declared $k$ and the same classifiers, run on each, every claim
+# decided again.
 
 # %%
 trend = (ch06.scale_trend(by_epochs, protocol=protocol, n_boot=N_BOOT, executor=P.executor, scheduler=P.scheduler)
@@ -697,7 +699,7 @@ for ax, metric in zip(axes, panels):
     mine = trend[trend.claim.map(metric_of) == metric] if len(trend) else trend
     for j, (cid, sub) in enumerate(mine.groupby("claim", sort=False)):
         x = sub.epochs * (1 + 0.04 * (j - 1))
-        plotting.plot_intervals(ax, x, sub.estimate, sub.low, sub.high, fmt="o-",
+        plotting.plot_intervals(ax, x, (sub.estimate, sub.low, sub.high), fmt="o-",
                                 label=short_names[cid].rsplit(" (", 1)[0], color=f"C{j}", threshold=None)
     if len(mine):
         ax.set_xscale("log", base=2)

@@ -25,7 +25,7 @@ def train_tiny(*, seed: int, n: int = 256, width: int = 16, epochs: int = 3, bat
     (and differ in float bits if thread counts or kernels differ)."""
     import torch
 
-    from nearid.train import fit, predict
+    from nearid.train import Recipe, fit, predict
 
     _record(calls_dir, f"train-{seed}")
     rng = np.random.default_rng(seed)
@@ -42,7 +42,7 @@ def train_tiny(*, seed: int, n: int = 256, width: int = 16, epochs: int = 3, bat
             return torch.nn.functional.mse_loss(self.dec(self.enc(xb)), xb), {}
 
     model = AE()
-    result = fit(model, X, epochs=epochs, batch_size=batch_size, lr=1e-2, seed=seed, max_steps=max_steps)
+    result = fit(model, X, Recipe(epochs, batch_size, lr=1e-2), seed=seed, max_steps=max_steps)
     codes = predict(model.enc, X)
     return {"seed": seed, "losses": np.array(result.losses), "codes": codes, "steps": result.steps,
             "threads": torch.get_num_threads()}

@@ -16,7 +16,9 @@ import numpy as np
 import pandas as pd
 
 from nearid.align import (
+    LINEAR,
     PAPER_FAMILIES,
+    RIGID,
     ICA_COMPONENTS,
     AlignmentResult,
     SignedPermutationAlignment,
@@ -96,11 +98,11 @@ def structural_scores(Z, U, fit_fraction: float = 0.5, seed: int = 0,
     diameter = latent_diameter(U[ev])
     ica = WhitenedICA(n_components=ica_components, random_state=seed, max_iter=ica_max_iter).fit(Z[fit])
     S = ica.transform(Z)
-    table = alignment_table(Z, U, fit_fraction=fit_fraction, seed=seed, families=("rigid", "linear"))
+    table = alignment_table(Z, U, fit_fraction=fit_fraction, seed=seed, families=(RIGID, LINEAR))
     perm = SignedPermutationAlignment().fit(S[fit], U[fit])
     return {
-        "rigid_error": table["rigid"],
-        "linear_error": table["linear"],
+        "rigid_error": table[RIGID],
+        "linear_error": table[LINEAR],
         "ica_perm_error": perm.score(S[ev], U[ev], diameter=diameter),
         "mcc": mean_corr_coef(Z[ev], U[ev]),
         "mcc_ica": mean_corr_coef(S[ev], U[ev]),

@@ -544,21 +544,31 @@ def _listed(module: ModuleType | None, hook: str, P) -> list[Task] | None:
     return list(fn(P)) if callable(fn) else None
 
 
-def plan_chapters(params: dict[str, Any], *, steps: tuple[int, int] = DEFAULT_STEPS,
-                  timeout: float = DEFAULT_TIMEOUT, workers: int = 1, jobs: int = 1,
-                  evaluate_share: float | None = EVALUATE_SHARE, timer: Callable[..., Measurement] | None = None,
-                  out: Callable[[str], None] = print,
+@dataclass(frozen=True)
+class Stopwatch:
+    """How each kind is timed: cut to ``steps`` (k1, k2) optimisation steps, for at most
+    ``timeout`` seconds, scoring ``evaluate_share`` of its evaluation rows (see :func:`measure`)."""
+
+    steps: tuple[int, int] = DEFAULT_STEPS
+    timeout: float = DEFAULT_TIMEOUT
+    evaluate_share: float | None = EVALUATE_SHARE
+
+
+def plan_chapters(params: dict[str, Any], stopwatch: Stopwatch = Stopwatch(), *, workers: int = 1, jobs: int = 1,
+                  timer: Callable[..., Measurement] | None = None, out: Callable[[str], None] = print,
                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Plan every chapter in ``params`` (chapter key -> its resolved parameters ``P``) whose
-    experiment module has ``plan(P)`` or ``evaluation_plan(P)``; print each chapter and the
-    total through ``out``. Returns a JSON-able report: per chapter its kinds and summary
-    (None: neither hook). With ``workers``, the tasks spread over them and the chapters' own
-    evaluation does not (it runs in each chapter's kernel). ``jobs`` kinds are timed at a
-    time, each in its own one-thread process (one per core: the timings stay those of one
-    worker); ``evaluate_share``: see :func:`measure`."""
+    experiment module has ``plan(P)`` or ``evaluation_plan(P)``, each kind timed as
+    ``stopwatch`` says; print each chapter and the total through ``out``. Returns a JSON-able
+    report: per chapter its kinds and summary (None: neither hook). With ``workers``, the
+    tasks spread over them and the chapters' own evaluation does not (it runs in each
+    chapter's kernel). ``jobs`` kinds are timed at a time, each in its own one-thread process
+    (one per core: the timings stay those of one worker). ``timer`` stands in for
+    :func:`measure` (tests)."""
     import functools
     from concurrent.futures import Future, ThreadPoolExecutor
 
+    steps, timeout, evaluate_share = stopwatch.steps, stopwatch.timeout, stopwatch.evaluate_share
     if timer is None:
         timer = functools.partial(measure, evaluate_share=evaluate_share)
     slots = threading.Semaphore(max(1, jobs))  # measurements at once, whichever pool queued them

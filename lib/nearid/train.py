@@ -2,7 +2,7 @@
 
 Models implement ``loss(batch) -> (loss_tensor, logs_dict)``; the loop owns batching,
 the optimiser (AdamW, so weight decay is decoupled and means the same for every model),
-the device, and an optional tqdm bar (off inside notebooks: the runner shows progress). On
+and the device, as a :class:`Recipe` says (the runner shows progress over tasks). On
 the CPU with portable kernels, the forward pass runs under :mod:`nearid.gemm`, so the matrix
 products of training (forward and backward) and of :func:`predict` run in OpenBLAS.
 
@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from nearid import gemm, kernels
-from nearid.constraints import POSITIVE_INT, Interval, OrNone, Text, validate_params
+from nearid.constraints import POSITIVE_INT, Interval, OrNone, Text, check_args, validate_params
 
 
 def _device_name(name: str) -> None:
@@ -34,6 +34,24 @@ def _device_name(name: str) -> None:
 
 
 DEVICE_NAME = Text(_device_name, what="'auto', 'cpu', 'cuda' or 'cuda:N' (or a torch.device)")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a model is trained: ``epochs`` passes over the data in shuffled batches of
+    ``batch_size``, AdamW at learning rate ``lr`` with decoupled ``weight_decay``, and each
+    step's gradient clipped to norm ``grad_clip`` (None: not clipped). What differs between
+    runs of one recipe (the seed, the device, a cap on steps) is :func:`fit`'s to say."""
+
+    epochs: int
+    batch_size: int = 128
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    grad_clip: float | None = None
+
+    def __post_init__(self):
+        check_args(dict(epochs=Interval(int, 0), batch_size=POSITIVE_INT, lr=Interval(float, 0),
+                        weight_decay=Interval(float, 0), grad_clip=OrNone(Interval(float, 0))), vars(self))
 
 
 @dataclass
@@ -75,12 +93,11 @@ def _as_tensor(X) -> torch.Tensor:
     return torch.as_tensor(np.asarray(X), dtype=torch.float32)
 
 
-@validate_params(epochs=Interval(int, 0), batch_size=POSITIVE_INT, max_steps=OrNone(POSITIVE_INT))
-def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 1e-3,
-        weight_decay: float = 0.0, seed: int = 0, device: str | torch.device = "cpu",
-        y=None, progress: bool = False, grad_clip: float | None = None,
+@validate_params(max_steps=OrNone(POSITIVE_INT))
+def fit(model: nn.Module, X, recipe: Recipe, *, y=None, seed: int = 0, device: str | torch.device = "cpu",
         max_steps: int | None = None, callback: Callable[[int], None] | None = None) -> TrainResult:
-    """Train ``model`` on ``X`` (and labels ``y``) by minimising ``model.loss(batch)``.
+    """Train ``model`` on ``X`` (and labels ``y``) by minimising ``model.loss(batch)``, as
+    ``recipe`` says.
 
     Shuffling uses its own generator seeded by ``seed``, so the run is reproducible on CPU
     whatever else touched the global RNGs. ``max_steps`` stops after that many optimiser
@@ -97,16 +114,12 @@ def fit(model: nn.Module, X, *, epochs: int, batch_size: int = 128, lr: float = 
         raise ValueError(f"X and y differ in length: {len(X)} vs {len(Y)}")
     model.to(device).train()
     needs_mode = not gemm.products_in_modules(model)
-    opt = _adamw(model.parameters(), lr=lr, weight_decay=weight_decay)
+    opt = _adamw(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
     gen = torch.Generator().manual_seed(seed)
     result = TrainResult()
     start = time.perf_counter()
-    epoch_iter = range(epochs)
-    if progress:
-        from tqdm.auto import tqdm
-        epoch_iter = tqdm(epoch_iter, desc=type(model).__name__, leave=False)
-    n = len(X)
-    for _ in epoch_iter:
+    n, batch_size, grad_clip = len(X), recipe.batch_size, recipe.grad_clip
+    for _ in range(recipe.epochs):
         if max_steps is not None and result.steps >= max_steps:
             break
         order = torch.randperm(n, generator=gen)
@@ -163,14 +176,13 @@ def _check_group(models: Sequence[nn.Module]) -> None:
                              f"{type(m).__name__} differs from {type(first).__name__} in its parameters")
 
 
-@validate_params(epochs=Interval(int, 0), batch_size=POSITIVE_INT, max_steps=OrNone(POSITIVE_INT))
-def fit_group(models: Sequence[nn.Module], X, *, seeds: Sequence[int], epochs: int, batch_size: int = 128,
-              lr: float = 1e-3, weight_decay: float = 0.0, device: str | torch.device = "cpu", y=None,
-              grad_clip: float | None = None, max_steps: int | None = None,
+@validate_params(max_steps=OrNone(POSITIVE_INT))
+def fit_group(models: Sequence[nn.Module], X, recipe: Recipe, *, seeds: Sequence[int], y=None,
+              device: str | torch.device = "cpu", max_steps: int | None = None,
               callback: Callable[[int], None] | None = None) -> list[TrainResult]:
     """Train ``models`` (one architecture, each initialised by its caller) together on ``X``.
 
-    Model i sees the batches ``fit(models[i], X, seed=seeds[i], ...)`` would give it and keeps
+    Model i sees the batches ``fit(models[i], X, recipe, seed=seeds[i], ...)`` would give it and keeps
     its own AdamW moments; one optimiser step over the stacked weights advances every model,
     since the gradient of the summed losses with respect to model i's weights is the gradient
     of model i's own loss, and AdamW acts element by element. The models need
@@ -201,11 +213,12 @@ def fit_group(models: Sequence[nn.Module], X, *, seeds: Sequence[int], epochs: i
         return functional_call(template, (p, b), ((xb,) if yb is None else ((xb, yb),)))
 
     batched = vmap(objective, in_dims=(0, 0, 0, None if Y is None else 0))
-    opt = _adamw(list(params.values()), lr=lr, weight_decay=weight_decay)
+    opt = _adamw(list(params.values()), lr=recipe.lr, weight_decay=recipe.weight_decay)
     gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
     results = [TrainResult() for _ in models]
     start = time.perf_counter()
     n, k, steps = len(X), len(models), 0
+    batch_size, grad_clip = recipe.batch_size, recipe.grad_clip
 
     def write_back() -> None:
         with torch.no_grad():
@@ -213,7 +226,7 @@ def fit_group(models: Sequence[nn.Module], X, *, seeds: Sequence[int], epochs: i
                 for name, t in m.named_parameters():
                     t.copy_(params[f"model.{name}"][i])
 
-    for _ in range(epochs):
+    for _ in range(recipe.epochs):
         if max_steps is not None and steps >= max_steps:
             break
         orders = [torch.randperm(n, generator=g) for g in gens]

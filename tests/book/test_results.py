@@ -82,7 +82,7 @@ def test_plot_intervals_keeps_infinite_ends_on_the_axes():
     from nearid.book.plotting import plot_intervals
 
     fig, ax = plt.subplots()
-    plot_intervals(ax, [1, 2, 3], [0.1, 0.2, 0.3], [-np.inf, 0.1, 0.25], [0.2, np.inf, 0.35],
+    plot_intervals(ax, [1, 2, 3], ([0.1, 0.2, 0.3], [-np.inf, 0.1, 0.25], [0.2, np.inf, 0.35]),
                    paper=[None, 0.5, np.nan], verdicts=["inconclusive", "inconclusive", "holds"])
     lo, hi = ax.get_ylim()
     assert np.isfinite(lo) and np.isfinite(hi) and hi < 1

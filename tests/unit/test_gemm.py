@@ -97,14 +97,14 @@ def test_what_stays_in_torch():
 def test_training_uses_it_and_is_repeatable():
     """fit() routes the model's products, and two runs give the same weights bit for bit."""
     from nearid.models.autoencoder import MLPAutoencoder
-    from nearid.train import fit
+    from nearid.train import Recipe, fit
 
     X = torch.rand(256, 784)
     weights = []
     for _ in range(2):
         torch.manual_seed(0)
         model = MLPAutoencoder(784, 8, hidden=(128, 64))
-        res = fit(model, X, epochs=2, batch_size=64, seed=0)
+        res = fit(model, X, Recipe(epochs=2, batch_size=64), seed=0)
         weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
     assert res.steps == 8 and res.losses[1] < res.losses[0]
     assert torch.equal(weights[0], weights[1])
@@ -136,7 +136,7 @@ def test_layers_that_route_themselves_train_as_the_mode_did(monkeypatch):
     """An MLP of gemm.Linear layers trains without the mode and gives, bit for bit, what the
     same MLP of plain nn.Linear layers gives under the mode; its products are routed."""
     from nearid.models.autoencoder import MLPAutoencoder
-    from nearid.train import fit, predict
+    from nearid.train import Recipe, fit, predict
 
     X = torch.rand(320, 784)
     torch.manual_seed(0)
@@ -151,10 +151,10 @@ def test_layers_that_route_themselves_train_as_the_mode_did(monkeypatch):
     monkeypatch.setattr(gemm.OpenBLASProducts, "__enter__", lambda self: modes.append(self) or enter(self))
     linear = gemm.linear
     monkeypatch.setattr(gemm, "linear", lambda *a: routed.append(a[0].shape) or linear(*a))
-    fit(own, X, epochs=2, batch_size=64, weight_decay=1e-4, seed=3)
+    fit(own, X, Recipe(epochs=2, batch_size=64, weight_decay=1e-4), seed=3)
     assert not modes and routed, "gemm.Linear should route itself, with no mode"
     n_own = len(routed)
-    fit(moded, X, epochs=2, batch_size=64, weight_decay=1e-4, seed=3)
+    fit(moded, X, Recipe(epochs=2, batch_size=64, weight_decay=1e-4), seed=3)
     assert modes and sum(m.counts_.get("linear", 0) for m in modes) == len(routed) - n_own
     for a, b in zip(own.parameters(), moded.parameters()):
         assert torch.equal(a, b)

@@ -3,14 +3,14 @@ import pytest
 import torch
 
 from nearid.models import MLPAutoencoder, mlp
-from nearid.train import fit, predict
+from nearid.train import Recipe, fit, predict
 
 
 def _train(seed):
     torch.manual_seed(seed)
     X = np.random.default_rng(0).normal(size=(256, 8)).astype(np.float32)
     model = MLPAutoencoder(8, 3, hidden=(16,))
-    res = fit(model, X, epochs=5, batch_size=32, lr=1e-2, seed=seed)
+    res = fit(model, X, Recipe(epochs=5, batch_size=32, lr=1e-2), seed=seed)
     return model, res, X
 
 
@@ -27,9 +27,9 @@ def test_training_is_deterministic_and_learns():
 def test_fit_validates_arguments():
     model = MLPAutoencoder(4, 2)
     with pytest.raises(ValueError, match="epochs"):
-        fit(model, np.zeros((8, 4)), epochs=-1)
+        fit(model, np.zeros((8, 4)), Recipe(epochs=-1))
     with pytest.raises(ValueError, match="length"):
-        fit(model, np.zeros((8, 4)), y=np.zeros(3), epochs=1)
+        fit(model, np.zeros((8, 4)), Recipe(epochs=1), y=np.zeros(3))
 
 
 def test_mlp_slopes_and_shapes():
@@ -44,9 +44,9 @@ def test_mlp_slopes_and_shapes():
 
 def test_max_steps_stops_early_and_counts_steps():
     X = torch.randn(100, 6)
-    full = fit(MLPAutoencoder(6, 2, hidden=(8,)), X, epochs=3, batch_size=10)
+    full = fit(MLPAutoencoder(6, 2, hidden=(8,)), X, Recipe(epochs=3, batch_size=10))
     assert full.steps == 30
-    short = fit(MLPAutoencoder(6, 2, hidden=(8,)), X, epochs=3, batch_size=10, max_steps=2)
+    short = fit(MLPAutoencoder(6, 2, hidden=(8,)), X, Recipe(epochs=3, batch_size=10), max_steps=2)
     assert short.steps == 2 and len(short.losses) == 1
 
 
@@ -78,7 +78,7 @@ def test_a_model_trained_in_a_group_matches_the_model_trained_alone(monkeypatch,
     The group's products run in torch (MKL, batched) and the lone model's in MKL or OpenBLAS,
     so sums run in other orders: the curves agree to 1e-4 relative over 4 epochs (120 steps),
     the weights to 1e-3, not bit for bit."""
-    from nearid.train import fit, fit_group
+    from nearid.train import Recipe, fit, fit_group
 
     if products == "MKL":
         monkeypatch.setenv("NEARID_MKL_PRODUCTS", "1")
@@ -87,9 +87,9 @@ def test_a_model_trained_in_a_group_matches_the_model_trained_alone(monkeypatch,
     alone = []
     for s in seeds:
         m = _mlp(s)
-        alone.append((m, fit(m, X, epochs=4, batch_size=32, lr=3e-3, weight_decay=1e-3, seed=s)))
+        alone.append((m, fit(m, X, Recipe(epochs=4, batch_size=32, lr=3e-3, weight_decay=1e-3), seed=s)))
     group = [_mlp(s) for s in seeds]
-    results = fit_group(group, X, seeds=seeds, epochs=4, batch_size=32, lr=3e-3, weight_decay=1e-3)
+    results = fit_group(group, X, Recipe(epochs=4, batch_size=32, lr=3e-3, weight_decay=1e-3), seeds=seeds)
     for (m_alone, r_alone), m_group, r_group in zip(alone, group, results):
         assert r_group.steps == r_alone.steps == 4 * 29
         np.testing.assert_allclose(r_group.losses, r_alone.losses, rtol=1e-4)
@@ -101,14 +101,14 @@ def test_a_model_trained_in_a_group_matches_the_model_trained_alone(monkeypatch,
 
 def test_fit_group_checks_its_models():
     from nearid.models.conv import make_conv_model
-    from nearid.train import fit_group
+    from nearid.train import Recipe, fit_group
 
     X = torch.rand(64, 30)
     with pytest.raises(ValueError, match="one architecture"):
         fit_group([_mlp(0), __import__("nearid.models.autoencoder", fromlist=["x"]).MLPAutoencoder(30, 5)],
-                  X, seeds=[0, 1], epochs=1)
+                  X, Recipe(epochs=1), seeds=[0, 1])
     with pytest.raises(ValueError, match="2 models but 1 seeds"):
-        fit_group([_mlp(0), _mlp(1)], X, seeds=[0], epochs=1)
+        fit_group([_mlp(0), _mlp(1)], X, Recipe(epochs=1), seeds=[0])
     with pytest.raises(TypeError, match="objective"):
-        fit_group([make_conv_model("beta_vae", 4, 8, 4, 8)], torch.rand(8, 3, 8, 8), seeds=[0], epochs=1)
+        fit_group([make_conv_model("beta_vae", 4, 8, 4, 8)], torch.rand(8, 3, 8, 8), Recipe(epochs=1), seeds=[0])
 

@@ -48,6 +48,11 @@ from nearid.align.protocol import (
     ICA_MAX_ITER,
     ICA_MAX_ROWS,
     PAPER_FAMILIES,
+    PAPER_ORDER,
+    ICA_FAMILY,
+    LINEAR,
+    PERMUTATION,
+    RIGID,
     Family,
     ICASettings,
     check_pair,
@@ -76,7 +81,8 @@ def __dir__():
 
 
 __all__ = [
-    "EFFICIENCY_MIN_GAP", "FAMILIES", "FAMILY_INFO", "PAPER_FAMILIES", "ICA_COMPONENTS", "ICA_MAX_COMPONENTS",
+    "EFFICIENCY_MIN_GAP", "FAMILIES", "FAMILY_INFO", "PAPER_FAMILIES", "PAPER_ORDER", "PERMUTATION", "RIGID",
+    "LINEAR", "ICA_FAMILY", "ICA_COMPONENTS", "ICA_MAX_COMPONENTS",
     "ICA_MAX_ITER", "ICA_MAX_ROWS",
     "MEASURES", "METRICS", "AlignmentResult", "Family", "ICAAlignment", "ICASettings", "LinearAlignment", "RigidAlignment",
     "SignedPermutationAlignment", "abs_correlation", "alignment_table", "bures_distance", "cca", "check_pair",

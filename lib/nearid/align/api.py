@@ -17,6 +17,7 @@ from nearid.align.engine import EngineSettings, _check_finite, _check_rows, _com
 from nearid.align.intervals import (
     N_PERMUTATIONS,
     N_RESAMPLES,
+    MeasureSettings,
     check_measure_params,
     evaluate_measures,
     mean_interval,
@@ -26,6 +27,7 @@ from nearid.align.measures import MAX_ROWS_ARG, MEASURE, MEASURES
 from nearid.align.protocol import (
     FAMILIES,
     PAPER_FAMILIES,
+    RIGID,
     FAMILY,
     ICA_COMPONENTS,
     ICA_MAX_COMPONENTS,
@@ -128,24 +130,24 @@ def compare(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=PAPER_FA
                               n_fit=int(fit_idx.size), n_eval=int(eval_idx.size), dim_a=int(A.shape[1]),
                               dim_b=int(B.shape[1]))
     check_measure_params(measure_params)
-    _add_measures(res, A, B, fit_idx, eval_idx, measures, seed=seed, max_rows=max_rows, intervals=intervals,
-                  n_resamples=n_resamples, n_permutations=n_permutations, params=measure_params,
-                  progress=progress)
+    _add_measures(res, A, B, (fit_idx, eval_idx), measures,
+                  MeasureSettings(seed=seed, max_rows=max_rows, intervals=intervals, n_resamples=n_resamples,
+                                  n_permutations=n_permutations, params=measure_params), progress=progress)
     res.seconds = time.perf_counter() - start
     return res
 
 
-def _add_measures(res: AlignmentResult, A, B, fit_idx, eval_idx, measures, *, seed, max_rows, intervals,
-                  n_resamples, n_permutations, params, progress=False) -> None:
-    """Fill ``res.measures`` (and, with ``intervals``, the intervals and baselines) in place."""
-    reports = evaluate_measures(measures, A, B, fit_idx, eval_idx, seed=seed, max_rows=max_rows,
-                                intervals=intervals, n_resamples=n_resamples, n_permutations=n_permutations,
-                                params=params, values={"cka": res.cka} if "cka" in measures else None,
-                                progress=progress)
+def _add_measures(res: AlignmentResult, A, B, split, measures, settings: MeasureSettings,
+                  progress: bool = False) -> None:
+    """Fill ``res.measures`` (and, with ``settings.intervals``, the intervals and baselines) in
+    place; ``split`` is (fit rows, held-out rows)."""
+    reports = evaluate_measures(measures, A, B, *split, settings,
+                                values={"cka": res.cka} if "cka" in measures else None, progress=progress)
     res.measures = {name: r.value for name, r in reports.items()}
     res.measure_rows = {name: r.rows for name, r in reports.items()}
-    if intervals:
-        res.intervals = {fam: mean_interval(rows, n_resamples, seed) for fam, rows in res.row_errors.items()}
+    if settings.intervals:
+        res.intervals = {fam: mean_interval(rows, settings.n_resamples, settings.seed)
+                         for fam, rows in res.row_errors.items()}
         res.intervals.update({name: r.interval for name, r in reports.items()})
         res.baselines = {name: r.baseline for name, r in reports.items()}
 
@@ -166,7 +168,7 @@ def alignment_table(A, B, *, fit_fraction: float = 0.5, seed: int = 0, families=
 @validate_params(metric=Options(METRICS, noun="metric"), fit_fraction=FRACTION, dtype=DTYPE, max_rows=MAX_ROWS_ARG,
                  **ICA_ARGUMENTS)
 def compare_layers(layers_a: Mapping[str, object], layers_b: Mapping[str, object], *,
-                   metric: str = "rigid", fit_fraction: float = 0.5, seed: int = 0,
+                   metric: str = RIGID, fit_fraction: float = 0.5, seed: int = 0,
                    ica_components: float | int | str | None = ICA_COMPONENTS,
                    ica_max_rows: int | None = ICA_MAX_ROWS, ica_max_iter: int = ICA_MAX_ITER,
                    dtype: str | None = None, progress: bool = False,
@@ -179,7 +181,7 @@ def compare_layers(layers_a: Mapping[str, object], layers_b: Mapping[str, object
     may differ). Row ``i``, column ``j`` of the result is :func:`compare` of A's layer ``i``
     with B's layer ``j`` under ``metric``:
 
-    * "permutation", "rigid", "linear", "ica": the held-out error of that family's map from
+    * a family of :data:`FAMILIES` (:data:`RIGID` by default): the held-out error of that family's map from
       A's layer to B's, divided by the B layer's diameter (0 = identical; lower = more alike);
     * "cka": linear CKA on the fit rows (1 = same up to rotation and scale; higher = more
       alike);
@@ -237,8 +239,9 @@ def _measure_grid(metric: str, names, mats, *, fit_fraction, seed, max_rows, par
     for side, layers in zip("AB", mats):
         for name, X in zip(names[0 if side == "A" else 1], layers):
             _check_finite(X, f"{side} layer {name!r}", 1 << 12)
-    reports = [[evaluate_measures([metric], A, B, fit_idx, eval_idx, seed=seed, max_rows=max_rows,
-                                  params=params)[metric] for B in mats[1]] for A in mats[0]]
+    settings = MeasureSettings(seed=seed, max_rows=max_rows, params=params)
+    reports = [[evaluate_measures([metric], A, B, fit_idx, eval_idx, settings)[metric] for B in mats[1]]
+               for A in mats[0]]
     df = pd.DataFrame([[r.value for r in row] for row in reports], index=pd.Index(names[0], name="A layer"),
                       columns=pd.Index(names[1], name="B layer"))
     df.attrs.update(metric=metric, lower_is_better=not MEASURES[metric].higher_is_better, n_fit=int(fit_idx.size),

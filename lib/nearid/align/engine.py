@@ -20,7 +20,16 @@ import numpy as np
 
 from nearid import linalg
 from nearid.align.measures import _cka_from_moments, linear_cka
-from nearid.align.protocol import ICASettings, check_pair, ica_efficiency, latent_diameter
+from nearid.align.protocol import (
+    ICA_FAMILY,
+    LINEAR,
+    PERMUTATION,
+    RIGID,
+    ICASettings,
+    check_pair,
+    ica_efficiency,
+    latent_diameter,
+)
 from nearid.align.result import AlignmentResult
 
 # Everything except FastICA is computed from d x d cross-products of the fit rows, streamed
@@ -218,12 +227,12 @@ class EngineSettings:
     @property
     def need_a(self) -> bool:
         """Whether A's full gram is needed (CKA, the linear family, A's whitening)."""
-        return bool(self.want_cka or {"linear", "ica"} & set(self.families))
+        return bool(self.want_cka or {LINEAR, ICA_FAMILY} & set(self.families))
 
     @property
     def need_b(self) -> bool:
         """Whether each B's full gram is needed (CKA, B's whitening)."""
-        return bool(self.want_cka or "ica" in self.families)
+        return bool(self.want_cka or ICA_FAMILY in self.families)
 
 
 @dataclass(frozen=True)
@@ -469,8 +478,8 @@ def _kept_columns(X, stats: _Stats, fit_idx, rows_per_block) -> tuple[np.ndarray
 
 def _side_ica(X, stats: _Stats, side: str, run: _Run):
     """WhitenedICA of one side: whitening from the fit rows' moments, FastICA on the subsample."""
-    if "ica" in stats.cache:
-        return stats.cache["ica"]
+    if ICA_FAMILY in stats.cache:
+        return stats.cache[ICA_FAMILY]
     from nearid.ica import Whitener, choose_components, ica_rows
 
     fit_idx, dtype, bar, work = run.split.fit_idx, run.dtype, run.bar, run.work
@@ -522,11 +531,11 @@ def _side_ica(X, stats: _Stats, side: str, run: _Run):
             whitener, Z, on_iteration=on_iteration if bar.bar is not None else None)
     bar.tick(max(0, proto.max_iter - done[0]) * per_iteration)  # converged early: the rest is not needed
     stats.cache.setdefault("notes", []).extend(f"{side}: {note}" for note in ica.fallbacks_)
-    stats.cache["ica"] = ica
+    stats.cache[ICA_FAMILY] = ica
     return ica
 
 
-STREAMED = ("permutation", "rigid", "linear", "ica")
+STREAMED = (PERMUTATION, RIGID, LINEAR, ICA_FAMILY)
 """The families whose map this engine computes from its cross-products. Any other family in
 the registry (:data:`nearid.align.FAMILY_INFO`) is fitted by its own float64 reference
 estimator on the fit rows, held in memory (:func:`_estimator_errors`): a new family needs no
@@ -553,13 +562,13 @@ def _fit_maps(A, B, sa: _Stats, sb: _Stats, cross, run: _Run) -> tuple[dict, dic
     rows_per_block = run.settings.rows_per_block
     maps, info = {}, {}
     notes: list[str] = []
-    if {"permutation", "ica"} & set(families):
+    if {PERMUTATION, ICA_FAMILY} & set(families):
         perm = _signed_matching(cross, sa.sq, sb.sq)  # the ICA family predicts B's unseen directions by it
-        if "permutation" in families:
-            maps["permutation"] = perm
+        if PERMUTATION in families:
+            maps[PERMUTATION] = perm
     # the linear family first (the maps do not depend on the order): when float32 sums cannot
     # resolve A, the switch to float64 then comes before the rigid family's SVD, not after
-    if "linear" in families:
+    if LINEAR in families:
         cols, _ = _kept_columns(A, sa, fit_idx, rows_per_block)
         if (dtype == np.float32 and int(cols.sum()) >= SERIAL_DECOMPOSITION_WIDTH
                 and ("pca", cols.tobytes()) not in sa.cache and _surely_unresolved(sa, cols)):
@@ -573,17 +582,17 @@ def _fit_maps(A, B, sa: _Stats, sb: _Stats, cross, run: _Run) -> tuple[dict, dic
         # minimum-norm least squares on the columns that are neither constant nor copies of
         # another (a copy gets no weight; its twin carries it): pinv(A'A) A'B
         M[cols] = axes @ ((axes.T @ cross[cols]) / ((sa.n - 1) * var)[:, None])
-        maps["linear"] = M
-    if "rigid" in families:
+        maps[LINEAR] = M
+    if RIGID in families:
         bar.describe(f"fitting maps: rigid SVD ({cross.shape[0]} x {cross.shape[1]})",
                      now=min(cross.shape) >= SERIAL_DECOMPOSITION_WIDTH)
         U, S, Vt = linalg.svd(cross, notes, what="rigid SVD")
         bar.tick(work.svd(*cross.shape))
         norm = float(sa.sq.sum())
-        maps["rigid"] = (S.sum() / norm if norm > 0 else 1.0) * (U @ Vt)
-    maps = {f: maps[f] for f in ("permutation", "rigid", "linear") if f in maps}
-    if "ica" in families:
-        bar.stage("ica")
+        maps[RIGID] = (S.sum() / norm if norm > 0 else 1.0) * (U @ Vt)
+    maps = {f: maps[f] for f in (PERMUTATION, RIGID, LINEAR) if f in maps}
+    if ICA_FAMILY in families:
+        bar.stage(ICA_FAMILY)
         ica_a, ica_b = (_side_ica(X, st, side, run) for X, st, side in ((A, sa, "A"), (B, sb, "B")))
         bar.stage("fitting maps")
         Ua, Ub = ica_a.unmixing_.T, ica_b.unmixing_.T  # centred columns -> sources (0 on dropped)
@@ -596,7 +605,7 @@ def _fit_maps(A, B, sa: _Stats, sb: _Stats, cross, run: _Run) -> tuple[dict, dic
         L[:, m] = Ua[:, src[m]] * coef[m]
         # B's directions outside its kept components: the permutation family's prediction,
         # projected onto them (nearid.align.ICAAlignment), so ICA pays no floor there
-        maps["ica"] = (L, ica_b.mixing_.T, perm, Ub)
+        maps[ICA_FAMILY] = (L, ica_b.mixing_.T, perm, Ub)
         info = dict(ica_components=(ica_a.n_components_, ica_b.n_components_),
                     ica_variance=(ica_a.variance_kept_, ica_b.variance_kept_),
                     ica_converged=(bool(ica_a.converged_), bool(ica_b.converged_)),
@@ -616,13 +625,13 @@ def _eval_pass(A, sa: _Stats, sbs, maps_per_b, run: _Run, tick) -> list[dict]:
         # one product per family, never one stacked product: a BLAS kernel may round the
         # columns of a wider product differently, and a family's error must not depend on
         # which other families were asked for
-        prep = {"dense": {f: np.ascontiguousarray(maps[f], dtype=dtype) for f in ("rigid", "linear") if f in maps}}
-        if "ica" in maps:
-            L, mix, (src, coef), Ub = maps["ica"]
-            prep["ica"] = (L.astype(dtype), np.ascontiguousarray(mix, dtype=dtype), np.where(src >= 0, src, 0),
+        prep = {"dense": {f: np.ascontiguousarray(maps[f], dtype=dtype) for f in (RIGID, LINEAR) if f in maps}}
+        if ICA_FAMILY in maps:
+            L, mix, (src, coef), Ub = maps[ICA_FAMILY]
+            prep[ICA_FAMILY] = (L.astype(dtype), np.ascontiguousarray(mix, dtype=dtype), np.where(src >= 0, src, 0),
                            np.where(src >= 0, coef, 0.0).astype(dtype), np.ascontiguousarray(Ub, dtype=dtype))
-        if "permutation" in maps:
-            src, coef = maps["permutation"]
+        if PERMUTATION in maps:
+            src, coef = maps[PERMUTATION]
             prep["perm"] = (np.where(src >= 0, src, 0), np.where(src >= 0, coef, 0.0).astype(dtype))
         prepared.append(prep)
     a1, a2 = sa.shift, sa.dmean.astype(dtype)
@@ -640,21 +649,21 @@ def _eval_pass(A, sa: _Stats, sbs, maps_per_b, run: _Run, tick) -> list[dict]:
                 E = Ac @ M
                 E -= Bc
                 out[j][fam][sl] = np.sqrt(np.einsum("ij,ij->i", E, E))
-            if "ica" in prep:
-                L, mix, src, coef, Ub = prep["ica"]
+            if ICA_FAMILY in prep:
+                L, mix, src, coef, Ub = prep[ICA_FAMILY]
                 Pr = Ac[:, src]
                 Pr *= coef  # the permutation family's prediction (centred)
                 E = (Ac @ L) @ mix
                 E += Pr
                 E -= (Pr @ Ub) @ mix  # ... on B's directions outside the kept components only
                 E -= Bc
-                out[j]["ica"][sl] = np.sqrt(np.einsum("ij,ij->i", E, E))
+                out[j][ICA_FAMILY][sl] = np.sqrt(np.einsum("ij,ij->i", E, E))
             if "perm" in prep:
                 src, coef = prep["perm"]
                 E = Ac[:, src]
                 E *= coef
                 E -= Bc
-                out[j]["permutation"][sl] = np.sqrt(np.einsum("ij,ij->i", E, E))
+                out[j][PERMUTATION][sl] = np.sqrt(np.einsum("ij,ij->i", E, E))
         tick(idx.size)
     return out
 
@@ -671,8 +680,8 @@ class _Work:
         return rows * (self.f * per_row + _UNITS["gather"] * (da + sum(dbs)))
 
     def evaluate(self, rows, da, dbs, families, ks) -> float:
-        dense = len({"rigid", "linear"} & set(families))
-        per_row = sum(dense * da * db + (k * (da + db) if "ica" in families else 0) + db for db, k in zip(dbs, ks))
+        dense = len({RIGID, LINEAR} & set(families))
+        per_row = sum(dense * da * db + (k * (da + db) if ICA_FAMILY in families else 0) + db for db, k in zip(dbs, ks))
         return rows * (self.f * per_row + _UNITS["gather"] * (da + sum(dbs)))
 
     @staticmethod
@@ -794,17 +803,17 @@ def _planned_work(work: _Work, inputs: Inputs, split: Split, settings: EngineSet
     total = 0.0
     for i, da in enumerate(das):
         total += work.fit(n_fit, da, dbs, need_a, need_b and i == 0)
-        if "linear" in families:
+        if LINEAR in families:
             total += work.eigh(da)
-        elif "ica" in families:
+        elif ICA_FAMILY in families:
             total += work.eigh(da, _top_axes(da, ica_max_components))
-        if "rigid" in families:
+        if RIGID in families:
             total += sum(work.svd(da, db) for db in dbs)
-        if "ica" in families:
+        if ICA_FAMILY in families:
             total += work.ica(ica_rows, _ica_components_guess(da, ica_rows, ica_max_components), da, ica_max_iter)
         if families:
             total += work.evaluate(n_eval, da, dbs, families, ks)
-    if "ica" in families:
+    if ICA_FAMILY in families:
         total += sum(work.eigh(db, _top_axes(db, ica_max_components)) + work.ica(ica_rows, k, db, ica_max_iter)
                      for db, k in zip(dbs, ks))
     return total
@@ -902,8 +911,8 @@ def _run_grid(run: _Run, diameters: list[float]) -> list[list[AlignmentResult]]:
                                      "pass dtype='float64'")
                 rows_err[fam] = e
             errors = {fam: float(rows_err[fam].mean()) for fam in families}
-            eff = (ica_efficiency(errors["permutation"], errors["rigid"], errors["ica"])
-                   if {"permutation", "rigid", "ica"} <= set(errors) else float("nan"))
+            eff = (ica_efficiency(errors[PERMUTATION], errors[RIGID], errors[ICA_FAMILY])
+                   if {PERMUTATION, RIGID, ICA_FAMILY} <= set(errors) else float("nan"))
             cka = _cka_from_moments(sa.gram, sb.gram, C) if want_cka else float("nan")
             row.append(AlignmentResult(errors=errors, row_errors=rows_err, ica_efficiency=eff, cka=cka,
                                        n_fit=int(split.fit_idx.size), n_eval=int(split.eval_rows.size),
@@ -912,7 +921,7 @@ def _run_grid(run: _Run, diameters: list[float]) -> list[list[AlignmentResult]]:
                                        ica_variance=info.get("ica_variance"),
                                        ica_converged=info.get("ica_converged"), dtype=dt.name,
                                        ica_max_components=(settings.ica.max_components
-                                                           if "ica" in families else None),
+                                                           if ICA_FAMILY in families else None),
                                        ica_components_by_rule=info.get("ica_components_by_rule"),
                                        fallbacks=[*run.notes, *info.get("fallbacks", [])]))
         grid.append(row)
@@ -941,14 +950,14 @@ def _compare_reference(A, B, settings: EngineSettings, *, fit_fraction: float,
                          "is 0, so no error can be normalised") from None
     errors, rows, info, notes = {}, {}, {}, []
     for family in settings.families:
-        ica_params = ica.params() if family == "ica" else {}
+        ica_params = ica.params() if family == ICA_FAMILY else {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             est = make_alignment(family, random_state=seed, **ica_params).fit(A_fit, B_fit)
         rows[family] = np.linalg.norm(est.transform(A_eval) - B_eval, axis=1) / diameter
         errors[family] = float(rows[family].mean())
         notes += getattr(est, "fallbacks_", [])
-        if family == "ica":
+        if family == ICA_FAMILY:
             info = dict(ica_components=(est.ica_A_.n_components_, est.ica_B_.n_components_),
                         ica_variance=(est.ica_A_.variance_kept_, est.ica_B_.variance_kept_),
                         ica_converged=(bool(est.ica_A_.converged_), bool(est.ica_B_.converged_)),
@@ -957,8 +966,8 @@ def _compare_reference(A, B, settings: EngineSettings, *, fit_fraction: float,
                         ica_max_components=ica.max_components)
             notes += [f"{side}: {n}" for side, ica_side in (("A", est.ica_A_), ("B", est.ica_B_))
                       for n in ica_side.fallbacks_]
-    eff = (ica_efficiency(errors["permutation"], errors["rigid"], errors["ica"])
-           if {"permutation", "rigid", "ica"} <= set(errors) else float("nan"))
+    eff = (ica_efficiency(errors[PERMUTATION], errors[RIGID], errors[ICA_FAMILY])
+           if {PERMUTATION, RIGID, ICA_FAMILY} <= set(errors) else float("nan"))
     return AlignmentResult(errors=errors, row_errors=rows, ica_efficiency=eff,
                            cka=linear_cka(A_fit, B_fit) if settings.want_cka else float("nan"),
                            n_fit=int(fit_idx.size), n_eval=int(eval_idx.size), dim_a=int(A.shape[1]),

@@ -178,17 +178,34 @@ def _fmt(n: int) -> str:
     return f"{n:,}"
 
 
-def evaluate_measures(names, A, B, fit_idx: np.ndarray, eval_idx: np.ndarray, *, seed: int = 0,
-                      max_rows: int | None = M.MAX_ROWS, intervals: bool = False,
-                      n_resamples: int = N_RESAMPLES, n_permutations: int = N_PERMUTATIONS,
-                      params: dict | None = None, values: dict | None = None,
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How :func:`evaluate_measures` computes the measures: the n x n ones on a subsample of
+    at most ``max_rows`` fit rows (None: all); with ``intervals``, a 95% interval from
+    ``n_resamples`` half-samples and a baseline from ``n_permutations`` shuffles; ``params``,
+    the measures' own options (:data:`MEASURE_PARAMS`); ``seed`` draws the subsample, the
+    halves and the shuffles."""
+
+    seed: int = 0
+    max_rows: int | None = M.MAX_ROWS
+    intervals: bool = False
+    n_resamples: int = N_RESAMPLES
+    n_permutations: int = N_PERMUTATIONS
+    params: dict | None = None
+
+
+def evaluate_measures(names, A, B, fit_idx: np.ndarray, eval_idx: np.ndarray,
+                      settings: MeasureSettings = MeasureSettings(), *, values: dict | None = None,
                       progress: bool = False) -> dict[str, MeasureReport]:
-    """Every measure in ``names`` on its rows of A and B (see the module docstring).
-    ``progress``: a bar on stderr (after 2 s) naming the measure being computed.
+    """Every measure in ``names`` on its rows of A and B (see the module docstring), as
+    ``settings`` says. ``progress``: a bar on stderr (after 2 s) naming the measure being
+    computed.
 
     ``values`` holds estimates already computed elsewhere (the engine's streamed linear
     CKA), which are reported as they are; the intervals and baselines are computed here."""
-    params = dict(params or {}, seed=seed)
+    seed, max_rows, intervals = settings.seed, settings.max_rows, settings.intervals
+    n_resamples, n_permutations = settings.n_resamples, settings.n_permutations
+    params = dict(settings.params or {}, seed=seed)
     values = values or {}
     fit_rows, eval_rows = np.sort(fit_idx), np.sort(eval_idx)
     gathered: dict[str, tuple[np.ndarray, np.ndarray]] = {}

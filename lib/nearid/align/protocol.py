@@ -30,7 +30,7 @@ class Family:
     The estimator itself is :mod:`nearid.align.families` (float64, the obvious way); the
     streaming engine's map from cross-products is :mod:`nearid.align.engine`."""
 
-    name: str  #: the key of the family's error in every result ("rigid")
+    name: str  #: the key of the family's error in every result (:data:`RIGID`)
     label: str  #: how a reader names it in a table ("signed permutation")
     metric_label: str  #: the axis label of its error in a plot
     note: str  #: one line on what the map may do (``nearid align``'s table)
@@ -46,15 +46,18 @@ class Family:
         return getattr(importlib.import_module(module), name)
 
 
+PERMUTATION, RIGID, LINEAR, ICA_FAMILY = "permutation", "rigid", "linear", "ica"
+"""The four families' names, the keys of their errors in every result: typed here once, and
+imported wherever code names one family."""
 _ESTIMATORS = "nearid.align.families"
 FAMILY_INFO: dict[str, Family] = {f.name: f for f in (
-    Family("permutation", "signed permutation", "signed-permutation error", "signed permutation + per-axis scale",
+    Family(PERMUTATION, "signed permutation", "signed-permutation error", "signed permutation + per-axis scale",
            palette_index=0, marker="o", estimator=f"{_ESTIMATORS}:SignedPermutationAlignment"),
-    Family("rigid", "rigid", "rigid (rotation + scale) error", "rotation/reflection + global scale + shift",
+    Family(RIGID, "rigid", "rigid (rotation + scale) error", "rotation/reflection + global scale + shift",
            palette_index=1, marker="s", dashes=(4, 2), estimator=f"{_ESTIMATORS}:RigidAlignment"),
-    Family("linear", "linear", "linear (affine) error", "any affine map", palette_index=2, marker="^",
+    Family(LINEAR, "linear", "linear (affine) error", "any affine map", palette_index=2, marker="^",
            dashes=(1, 1.5), estimator=f"{_ESTIMATORS}:LinearAlignment"),
-    Family("ica", "whitening + ICA", "whiten + ICA error", "whiten + ICA each side, match components",
+    Family(ICA_FAMILY, "whitening + ICA", "whiten + ICA error", "whiten + ICA each side, match components",
            palette_index=3, marker="D", dashes=(6, 2, 1, 2), estimator=f"{_ESTIMATORS}:ICAAlignment"),
 )}
 """Every transform family, from most to least constrained but ICA last (the order of
@@ -64,7 +67,7 @@ PAPER_FAMILIES = tuple(name for name, family in FAMILY_INFO.items() if family.in
 """What every entry point fits when no family is named (compare, the chapters, ``nearid
 align``): a family added with ``in_paper=False`` is there to be asked for by name and moves
 no published number and no JSON key."""
-PAPER_ORDER = ("permutation", "ica", "rigid", "linear")
+PAPER_ORDER = (PERMUTATION, ICA_FAMILY, RIGID, LINEAR)
 """The paper's ordering of the families' errors, worst to best (its Table 1): what chapter 04
 tests link by link and the summary plots against the paper."""
 FAMILY = Options(lambda: tuple(FAMILY_INFO), noun="family")  # the registry as it is when checked

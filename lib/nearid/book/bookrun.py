@@ -60,7 +60,7 @@ def _chapter_process(conn, chapter: str, profile: str, out_dir: Path, force: boo
         os._exit(1)
     handle_stop_signals()
     try:
-        _, outcome = runner.run_chapter_outcome(chapter, profile, {}, out_dir, force, root, priced=False)
+        _, outcome = runner.run_chapter_outcome(chapter, profile, {}, out_dir, force, root, price="no")
         conn.send(("ran" if outcome == "executed" else "cached", ""))
     except ChapterFailed as exc:
         conn.send(("failed", str(exc)))
@@ -185,7 +185,7 @@ def run_book(profile: str = "quick", jobs: int | None = None, only: list[str] | 
     def run_one(ch: Chapter) -> None:
         bar.set_postfix_str(ch.key)
         try:
-            _, outcome = runner.run_chapter_outcome(ch.key, profile, {}, out, force, root, priced=False)
+            _, outcome = runner.run_chapter_outcome(ch.key, profile, {}, out, force, root, price="no")
             done(ch.key, "ran" if outcome == "executed" else "cached", "")
         except ChapterFailed as exc:
             done(ch.key, "failed", str(exc))

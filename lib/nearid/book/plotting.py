@@ -279,19 +279,24 @@ def paper_vs_ours_bars(ax, labels, ours, paper, ylabel: str, ours_err=None, titl
 VERDICT_COLORS = {"holds": "#009E73", "fails": "#D55E00", "inconclusive": "0.55"}
 
 
-def plot_intervals(ax, x, estimate, low, high, *, horizontal: bool = False, paper=None, verdicts=None,
-                   threshold: float | None = 0.0, label: str | None = None, color=None, fmt: str = "o",
-                   capsize: float = 3):
+def plot_intervals(ax, x, intervals, *, horizontal: bool = False, paper=None, verdicts=None,
+                   threshold: float | None = 0.0, **style):
     """Estimates with their 95% intervals against ``x`` (or, ``horizontal``, against rows ``x``
     with the estimate on the x axis), the one way every chapter draws a verdict.
+    ``intervals`` is (estimates, lows, highs), one of each per point.
 
     Infinite ends (an interval from a single unit) are drawn as the estimate, so nothing runs
     off the axes. ``paper`` adds the paper's numbers as grey crosses (NaN or None: none).
     ``verdicts`` colours each point by its verdict (:data:`VERDICT_COLORS`) instead of
-    ``color``. ``threshold`` draws the line a claim must clear (None: no line).
+    ``color``. ``threshold`` draws the line a claim must clear (None: no line). ``style``:
+    matplotlib's ``errorbar`` options (``fmt`` "o" and ``capsize`` 3 by default; ``label`` goes
+    to the first group of points).
     """
     import numpy as np
 
+    estimate, low, high = intervals
+    style = {"fmt": "o", "capsize": 3, **style}
+    label, color = style.pop("label", None), style.pop("color", None)
     x = np.asarray(x, dtype=float)
     est = np.asarray(estimate, dtype=float)
     lo = np.where(np.isfinite(low), low, est)
@@ -304,7 +309,7 @@ def plot_intervals(ax, x, estimate, low, high, *, horizontal: bool = False, pape
     for n, (c, idx) in enumerate(groups.items()):
         idx = np.asarray(idx)
         e = [err[0][idx], err[1][idx]]
-        kw = dict(fmt=fmt, capsize=capsize, color=c, label=label if n == 0 else None)
+        kw = dict(style, color=c, label=label if n == 0 else None)
         if horizontal:
             ax.errorbar(est[idx], x[idx], xerr=e, **kw)
         else:

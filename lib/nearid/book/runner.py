@@ -25,10 +25,12 @@ import os
 import platform
 import secrets
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nearid.book import preflight, pricing, profiles
+from nearid.constraints import Options
 from nearid.book.cachekey import (  # noqa: F401 - re-exported: nearid.book.runner.<name> as before
     KEY_PARTS,
     MODULE_DATA,
@@ -199,27 +201,39 @@ def _remove_stale_running(out_dir: Path, chapter: Chapter) -> None:
                 path.unlink()
 
 
-def execute(chapter: Chapter, profile: str, params: dict[str, Any], overrides: dict[str, Any],
-            out_dir: Path, root: Path, key: str, force: bool = False,
-            parts: dict[str, str] | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ChapterRun:
+    """One execution of a chapter, as its outputs record it: the chapter, the profile, the
+    resolved parameters and the overrides given, the content key it will be stored under and
+    the digests of that key's parts (:func:`key_and_parts`, kept in its ``.key``)."""
+
+    chapter: Chapter
+    profile: str
+    params: dict[str, Any]
+    overrides: dict[str, Any]
+    key: str
+    parts: dict[str, str] = field(default_factory=dict)
+
+
+def execute(run: ChapterRun, out_dir: Path, root: Path, force: bool = False) -> dict[str, Any]:
     """Run one chapter through papermill; move outputs into place only on success.
 
     The caller holds the chapter's lock (:func:`chapter_lock`; :func:`run_chapter` does).
     The chapter runs into hidden files named for this run (``.NN_slug.running.PID-RANDOM.*``),
     so no other run can remove or overwrite them. ``force`` makes the chapter recompute its
-    sweep tasks instead of reusing finished ones; ``parts`` are the digests of the key's parts
-    (:func:`key_and_parts`), kept in its ``.key``. An interrupt (Ctrl-C) kills the kernel and
+    sweep tasks instead of reusing finished ones. An interrupt (Ctrl-C) kills the kernel and
     removes the hidden files; the last good outputs stay as they were.
     """
+    chapter = run.chapter
     out_dir.mkdir(parents=True, exist_ok=True)
     _remove_stale_running(out_dir, chapter)
     o = _outputs(out_dir, chapter)
-    run = f"{os.getpid()}-{secrets.token_hex(4)}"
-    tmp_nb = out_dir / f".{chapter.key}.running.{run}.ipynb"
-    tmp_json = out_dir / f".{chapter.key}.running.{run}.json"
+    tag = f"{os.getpid()}-{secrets.token_hex(4)}"
+    tmp_nb = out_dir / f".{chapter.key}.running.{tag}.ipynb"
+    tmp_json = out_dir / f".{chapter.key}.running.{tag}.json"
     INTERRUPTED.clear()
     try:
-        return _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key, force, parts)
+        return _execute(run, o, (tmp_nb, tmp_json), root, force)
     except KeyboardInterrupt:
         _stop_kernels()  # also dies with this process; stop it now for callers that go on
         logging.getLogger("papermill").disabled = False
@@ -230,8 +244,7 @@ def execute(chapter: Chapter, profile: str, params: dict[str, Any], overrides: d
                 p.unlink(missing_ok=True)
 
 
-def _commit(chapter: Chapter, profile: str, params: dict, overrides: dict, o: dict[str, Path],
-            tmp_nb: Path, tmp_json: Path, key: str, parts: dict[str, str] | None = None) -> None:
+def _commit(run: ChapterRun, o: dict[str, Path], tmp_nb: Path, tmp_json: Path) -> None:
     """Move a successful run's notebook and JSON into place, then its key.
 
     The old key goes first, so that a crash part-way leaves no key (the next run executes
@@ -241,21 +254,23 @@ def _commit(chapter: Chapter, profile: str, params: dict, overrides: dict, o: di
     the chapter ran is refused (:class:`~nearid.fileio.UnsafePath`), nothing moved."""
     for path in o.values():
         refuse_symlink(path)
-    _annotate_parameters(tmp_nb, chapter, profile, overrides)
+    _annotate_parameters(tmp_nb, run.chapter, run.profile, run.overrides)
     o["key"].unlink(missing_ok=True)
     os.replace(tmp_nb, o["ipynb"])
     os.replace(tmp_json, o["json"])
     o["failed"].unlink(missing_ok=True)
-    atomic_write_text(o["key"], json.dumps({"key": key, "profile": profile, "params": params,
-                                            "code": sorted(chapter_code(chapter)), "parts": parts or {},
+    atomic_write_text(o["key"], json.dumps({"key": run.key, "profile": run.profile, "params": run.params,
+                                            "code": sorted(chapter_code(run.chapter)), "parts": run.parts,
                                             "outputs": {"ipynb": _sha256(o["ipynb"]),
                                                         "json": _sha256(o["json"])}}) + "\n")
 
 
-def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key, force, parts) -> dict[str, Any]:
+def _execute(run: ChapterRun, o: dict[str, Path], tmp: tuple[Path, Path], root: Path, force: bool) -> dict[str, Any]:
     import jupytext
     import papermill as pm
 
+    chapter, profile, overrides = run.chapter, run.profile, run.overrides
+    tmp_nb, tmp_json = tmp
     nb = jupytext.read(chapter.source)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata.setdefault("language_info", {"name": "python"})
@@ -282,7 +297,7 @@ def _execute(chapter, profile, params, overrides, o, tmp_nb, tmp_json, root, key
             raise ChapterFailed(chapter.key, None, "the chapter finished but wrote no results "
                                 "(call nearid.book.results.save(results_path, ...))", None)
         results = json.loads(tmp_json.read_text())
-        _commit(chapter, profile, params, overrides, o, tmp_nb, tmp_json, key, parts)
+        _commit(run, o, tmp_nb, tmp_json)
     except UnsafePath:
         raise  # a link where an output belongs: refused, nothing written through it (exit code 2)
     except pm.PapermillExecutionError as exc:
@@ -325,15 +340,19 @@ def run_chapter(chapter: str, profile: str = "quick", overrides: dict[str, Any] 
     return run_chapter_outcome(chapter, profile, overrides, out_dir, force, root)[0]
 
 
+PRICE = Options(("check", "say", "no"), noun="price")
+
+
 def run_chapter_outcome(chapter: str, profile: str = "quick", overrides: dict[str, Any] | None = None,
                         out_dir: str | os.PathLike | None = None, force: bool = False,
-                        root: str | os.PathLike | None = None, say=_say, yes: bool = False,
-                        priced: bool = True) -> tuple[dict[str, Any], str]:
+                        root: str | os.PathLike | None = None, say=_say,
+                        price: str = "check") -> tuple[dict[str, Any], str]:
     """:func:`run_chapter`, and whether the results were "executed" now or "cached".
 
-    A run that must execute is priced first (:mod:`nearid.book.pricing`, one line to ``say``)
-    and refused above ``$NEARID_MAX_HOURS`` (2 h) unless ``yes``; ``priced=False`` skips it
-    (the book prices all its chapters together).
+    A run that must execute is priced first (:mod:`nearid.book.pricing`, one line to ``say``):
+    ``price="check"`` refuses it above ``$NEARID_MAX_HOURS`` (2 h), "say" (``--yes``) says the
+    estimate and starts anyway, "no" skips the estimate (the book prices all its chapters
+    together).
 
     Before any work: the parameters (:func:`nearid.book.profiles.resolve`), the ``NEARID_*``
     environment, and, when the chapter must execute, its device, its Dask scheduler and the
@@ -341,6 +360,7 @@ def run_chapter_outcome(chapter: str, profile: str = "quick", overrides: dict[st
     change. The cache is read under the chapter's lock (:func:`chapter_lock`, shared) and a
     run executes under it (exclusive), so two runs of one chapter never mix their outputs.
     """
+    PRICE.check("price", price)
     root = Path(root) if root else find_root()
     ch = get_chapter(chapter, root)
     overrides = dict(overrides or {})
@@ -362,11 +382,11 @@ def run_chapter_outcome(chapter: str, profile: str = "quick", overrides: dict[st
     preflight.check_chapter(ch.key, params)
     preflight.check_caches(task_cache=root / TASK_CACHE)  # the kernel's default cache: before it computes
     preflight.check_writable(out)
-    if priced:
+    if price != "no":
         cost = pricing.price(ch.key, profile, params, out, device=pricing.device_kind(params))
         if cost.worth_saying:
             say(f"estimate: {cost.describe()}")
-        pricing.check([cost], yes=yes)
+        pricing.check([cost], yes=price == "say")
     about = " ".join(["nearid run", ch.number, "--profile", profile, *(f"-p {k}={v!r}" for k, v in overrides.items()),
                       *(["--force"] if force else [])])
     with chapter_lock(out, ch, exclusive=True, about=about, say=say):
@@ -374,7 +394,8 @@ def run_chapter_outcome(chapter: str, profile: str = "quick", overrides: dict[st
         if results is not None:
             return results, "cached"
         key, parts = key_and_parts(ch, profile, params, out)  # the results it reads may have changed meanwhile
-        return execute(ch, profile, dict(params), overrides, out, root, key, force=force, parts=parts), "executed"
+        return execute(ChapterRun(ch, profile, dict(params), overrides, key, parts or {}), out, root, force=force), \
+            "executed"
 
 
 _BOOK_RUN = ("run_book", "default_jobs", "_expected_seconds", "_run_parallel", "_chapter_process")

@@ -258,12 +258,10 @@ def _pair_options(args) -> dict:
                 n_resamples=args.resamples, n_permutations=args.permutations)
 
 
-def compute(a_path: str, b_path: str, fit_fraction: float = 0.5, seed: int = 0,
-            ica_components: float | int | str = ICA_COMPONENTS, ica_max_rows: int | None = ICA_MAX_ROWS,
-            ica_max_iter: int = ICA_MAX_ITER, dtype: str | None = None, progress: bool = False,
-            ica_max_components: int | None = ICA_MAX_COMPONENTS, **selection) -> dict:
+def compute(a_path: str, b_path: str, **options) -> dict:
     """Load two files and :func:`nearid.align.compare` them; raises ValueError on bad input.
-    ``selection``: compare's ``families``, ``measures`` and their options."""
+    ``options``: compare's keyword arguments, as the command's options set them (its declared
+    ICA protocol, the families, the measures and their options)."""
     A = load_embeddings(a_path)
     B = load_embeddings(b_path)
     for label, X, path in (("A", A, a_path), ("B", B, b_path)):
@@ -273,9 +271,7 @@ def compute(a_path: str, b_path: str, fit_fraction: float = 0.5, seed: int = 0,
     if A.shape[0] != B.shape[0]:
         raise EmbeddingFileError(f"A has {A.shape[0]} rows and B has {B.shape[0]}; rows must be "
                                  "the same inputs in the same order")
-    res = compare(A, B, fit_fraction=fit_fraction, seed=seed, ica_components=ica_components,
-                  ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter, dtype=dtype, progress=progress,
-                  ica_max_components=ica_max_components, **selection)
+    res = compare(A, B, **options)
     out = res.to_dict()
     out.update(ica_efficiency_caveat=efficiency_caveat(res.row_errors, res.ica_efficiency))
     out.update(measures=list(res.measures), measure_rows=dict(res.measure_rows))

@@ -50,7 +50,8 @@ def _cmd_run(args) -> int:
     ch = runner.get_chapter(args.chapter, root)
     start = time.perf_counter()
     results, outcome = runner.run_chapter_outcome(ch.key, profile=args.profile, overrides=overrides,
-                                                  force=args.force, root=root, yes=args.yes)
+                                                  force=args.force, root=root,
+                                                  price="say" if args.yes else "check")
     seconds = time.perf_counter() - start
     out = runner.default_out_dir(root)
     for problem in (runner.try_write_run_report(out, root), runner.try_write_pages(out, root)):
@@ -160,8 +161,8 @@ def _cmd_plan(args) -> int:
     print(f"timing {args.steps.replace(',', ' and ')} optimisation steps of one task of each kind "
           f"(profile {args.profile}, {jobs} kind{'s' if jobs > 1 else ''} at a time); the chapters' tasks, and "
           "their own evaluation where the experiment module lists it (evaluation_plan)", flush=True)
-    report = planning.plan_chapters(params, steps=steps, timeout=args.timeout,
-                                    workers=args.workers, jobs=jobs, evaluate_share=args.evaluate_share,
+    stopwatch = planning.Stopwatch(steps=steps, timeout=args.timeout, evaluate_share=args.evaluate_share)
+    report = planning.plan_chapters(params, stopwatch, workers=args.workers, jobs=jobs,
                                     progress=lambda line: print(f"[{_elapsed(started)}] {line}", file=sys.stderr,
                                                                 flush=True))
     report["wall_s"] = time.monotonic() - started

@@ -95,12 +95,21 @@ def _idx_bytes(array: np.ndarray) -> bytes:
     return header + np.ascontiguousarray(array, dtype=np.uint8).tobytes()
 
 
+_DIGESTS: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> MD5, for this process
+
+
 def _md5(path: Path) -> str:
-    h = hashlib.md5()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    """The file's MD5, computed once per process for a file of this size and modification time
+    (a chapter loads MNIST once per task: the 47 MB were hashed again each time)."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _DIGESTS:
+        h = hashlib.md5()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        _DIGESTS[key] = h.hexdigest()
+    return _DIGESTS[key]
 
 
 def _from_variable(root: str | os.PathLike | None) -> str:
@@ -185,11 +194,11 @@ def load_mnist(root: str | os.PathLike | None = None, train: bool = True, n: int
 
     verify_mnist(root)
     ds = MNIST(root=str(provisioned_folder(root)), train=train, download=False)
-    X = ds.data.numpy().astype(np.float32) / 255.0
+    images = ds.data.numpy()
     y = ds.targets.numpy().astype(np.int64)
     if digits is not None:
         keep = np.isin(y, digits)
-        X, y = X[keep], y[keep]
+        images, y = images[keep], y[keep]
     if n is not None:
-        X, y = X[:n], y[:n]
-    return X, y
+        images, y = images[:n], y[:n]
+    return images.astype(np.float32) / 255.0, y  # only the images kept are converted

@@ -32,7 +32,7 @@ from nearid.data.toy import IsometricDGP, blob_images
 from nearid.identifiability import pairs_table, row_difference, statistical_comparisons, structural_scores
 from nearid.models import MLPAutoencoder
 from nearid.tasks import Task, run_tasks, runner_log
-from nearid.train import fit, predict, resolve_device
+from nearid.train import Recipe, fit, predict, resolve_device
 from nearid.verdicts import Verdict, bootstrap_statistic, paired_difference
 
 MODEL_KIND, BLOB_KIND = "isometric-autoencoder", "blob-autoencoder"
@@ -96,8 +96,8 @@ def train_isometric(*, delta: float, seed: int, sample: Sample, training: Traini
     dev = resolve_device(training.device)
     torch.manual_seed(seed)
     model = MLPAutoencoder(d.observed_dim, d.latent_dim, hidden=(training.hidden, training.hidden))
-    res = fit(model, X, epochs=training.epochs, batch_size=training.batch_size, lr=training.lr,
-              weight_decay=training.weight_decay, seed=seed, device=dev, max_steps=max_steps)
+    res = fit(model, X, Recipe(training.epochs, training.batch_size, training.lr, training.weight_decay), seed=seed,
+              device=dev, max_steps=max_steps)
     Z = predict(model.encode, Xt, device=dev)
     recon = float(np.mean((predict(model, Xt, device=dev) - Xt) ** 2))
     return {"delta": delta, "seed": seed, "codes": Z, "factors": Ut,
@@ -120,8 +120,8 @@ def train_blob(*, size: int, n_train: int, n_test: int, seed: int, training: Tra
     dev = resolve_device(training.device)
     torch.manual_seed(seed)
     model = MLPAutoencoder(X.shape[1], 2, hidden=(4 * training.hidden, training.hidden))
-    res = fit(model, X, epochs=training.epochs, batch_size=training.batch_size, lr=training.lr,
-              weight_decay=training.weight_decay, seed=seed, device=dev, max_steps=max_steps)
+    res = fit(model, X, Recipe(training.epochs, training.batch_size, training.lr, training.weight_decay), seed=seed,
+              device=dev, max_steps=max_steps)
     Z = predict(model.encode, Xt, device=dev)
     S = WhitenedICA(n_components="all", random_state=seed).fit(Z).transform(Z)  # 2 axes, 2 factors
     return {"scores": structural_scores(Z, Ut, seed=seed), "codes": Z, "ica_codes": S, "factors": Ut,

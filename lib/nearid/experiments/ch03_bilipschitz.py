@@ -27,13 +27,13 @@ import pandas as pd
 import torch
 from scipy.stats import rankdata
 
-from nearid.align import compare
+from nearid.align import LINEAR, RIGID, compare
 from nearid.constraints import (NON_NEGATIVE, InstanceOf, Interval, ListOf, Options, OrNone, check_args,
                                 validate_params)
 from nearid.lipschitz import NORMALISATION, bilipschitz_from_singular_values, jacobian_singular_values
 from nearid.models import MLPAutoencoder
 from nearid.tasks import Task, run_tasks, runner_log
-from nearid.train import TrainResult, fit, predict, resolve_device
+from nearid.train import Recipe, TrainResult, fit, predict, resolve_device
 from nearid.verdicts import Verdict, bootstrap_statistic, paired_difference
 
 SETTING = ["group", "alpha", "weight_decay"]
@@ -174,8 +174,8 @@ def train_autoencoder(X, *, alpha: float, seed: int, training: Training = Traini
     torch.manual_seed(seed)
     model = MLPAutoencoder(X.shape[1], training.latent_dim, hidden=training.hidden,
                            encoder_slope=training.encoder_slope, decoder_slope=alpha)
-    result = fit(model, X, epochs=training.epochs, batch_size=training.batch_size, lr=training.lr,
-                 weight_decay=weight_decay, seed=seed, device=resolve_device(training.device), max_steps=max_steps)
+    result = fit(model, X, Recipe(training.epochs, training.batch_size, training.lr, weight_decay), seed=seed,
+                 device=resolve_device(training.device), max_steps=max_steps)
     return model, result
 
 
@@ -344,9 +344,9 @@ class BiLipschitzSweep:
         new_pairs = []
         for a, b in itertools.combinations(sorted(codes), 2):
             r = compare(codes[a], codes[b], fit_fraction=self.fit_fraction, seed=self.grid.seed,
-                        families=("rigid", "linear"))
+                        families=(RIGID, LINEAR))
             pair = dict(group=group, alpha=alpha, weight_decay=wd, seed_a=a, seed_b=b,
-                        rigid_error=r.errors["rigid"], linear_error=r.errors["linear"], cka=r.cka)
+                        rigid_error=r.errors[RIGID], linear_error=r.errors[LINEAR], cka=r.cka)
             for col in ("L_mean", "L_mean_local", "recon_error"):
                 pair[col] = (rows[a][col] + rows[b][col]) / 2
             for col in ("L_max", "L_max_local"):
@@ -597,7 +597,7 @@ def seed_pair_alignments(*, rows: Sequence[int], latent_dim: int, pairs: int, fi
         if n not in codes:
             A = rng.standard_normal((n, latent_dim))
             codes[n] = (A, A @ rng.standard_normal((latent_dim, latent_dim)) + 0.1 * rng.standard_normal((n, latent_dim)))
-        compare(*codes[n], fit_fraction=fit_fraction, seed=seed, families=("rigid", "linear"))
+        compare(*codes[n], fit_fraction=fit_fraction, seed=seed, families=(RIGID, LINEAR))
     return done
 
 

@@ -34,18 +34,18 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from nearid.align.protocol import PAPER_ORDER
+from nearid.align.protocol import ICA_FAMILY, PAPER_ORDER, PERMUTATION, RIGID
 from nearid.constraints import ListOf, Options
 from nearid.models.sentence_encoders import ENCODER_LABELS
 from nearid.tasks import Task
-from nearid.train import fit, predict, resolve_device
+from nearid.train import Recipe, fit, predict, resolve_device
 
 # What we train or load for each pair (the paper's own row names: nearid.paper.TABLE1_LABELS).
 PAIR_LABELS = {
@@ -56,6 +56,7 @@ PAIR_LABELS = {
     "sentence_encoders": " -> ".join(ENCODER_LABELS.values()),
 }
 DRY_RUN_STEPS = 2  # optimiser steps per model in a dry run
+LM_BATCH_SIZE = 32  # the language pair's batch (its settings do not set one)
 DRY_RUN_EVAL = 1200  # held-out rows per pair in a dry run (enough fit rows for 512-d codes)
 
 
@@ -82,26 +83,66 @@ def _log(verbose: bool, msg: str) -> None:
         print(msg, flush=True)
 
 
-def mnist_data(*, n_train: int, n_eval: int, root: str | None = None):
+class Digits(NamedTuple):
+    """MNIST's first training images (with labels) and first test images, as (N, 1, 28, 28)
+    arrays: what the image pairs train on and embed."""
+
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_eval: np.ndarray
+    y_eval: np.ndarray
+
+
+@dataclass(frozen=True)
+class Training:
+    """How both models of a pair are trained (the same for both): ``epochs`` over the
+    training inputs, AdamW's learning rate ``lr``, the batch size, the device, and whether
+    to print each model's result (``verbose``)."""
+
+    epochs: int = 2
+    lr: float = 1e-3
+    batch_size: int = 128
+    device: Any = "cpu"
+    verbose: bool = False
+
+    def recipe(self, *, weight_decay: float = 0.0, grad_clip: float | None = None) -> Recipe:
+        """:func:`nearid.train.fit`'s recipe for one model of the pair."""
+        return Recipe(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=weight_decay,
+                      grad_clip=grad_clip)
+
+
+@dataclass(frozen=True)
+class LMShape:
+    """The tiny GPT-NeoX models of the language pair: ``hidden`` width, ``layers`` blocks of
+    ``heads`` attention heads, windows of ``context`` bytes."""
+
+    hidden: int = 64
+    layers: int = 4
+    heads: int = 4
+    context: int = 64
+
+
+def mnist_data(*, n_train: int, n_eval: int, root: str | None = None) -> Digits:
     """First ``n_train`` training images (with labels) and first ``n_eval`` test images."""
     from nearid.data.mnist import load_mnist
 
     Xtr, ytr = load_mnist(root, train=True, n=n_train)
     Xev, yev = load_mnist(root, train=False, n=n_eval)
-    return Xtr[:, None], ytr, Xev[:, None], yev
+    return Digits(Xtr[:, None], ytr, Xev[:, None], yev)
 
 
 # --------------------------------------------------------------------------- image pairs
-def mae_pair(Xtr, Xev, *, seed: int = 0, embed_dim: int = 64, depth: int = 4,
-             num_heads: int = 4, epochs: int = 5, lr: float = 1e-3, batch_size: int = 128,
-             device="cpu", verbose: bool = False, max_steps: int | None = None) -> Pair:
+def mae_pair(digits: Digits, *, seed: int = 0, embed_dim: int = 64, depth: int = 4, num_heads: int = 4,
+             training: Training = Training(epochs=5), max_steps: int | None = None) -> Pair:
     """MAE-timm (seed s) -> MAE-original (seed s+1): same hyperparameters, different code.
 
     Two independent runs (different seeds) as in the paper, where the two MAEs were trained
     separately; with one seed for both the two codes would start from identical weights.
+    The labels of ``digits`` are not used.
     """
     from nearid.models.mae import MaskedAutoencoder
 
+    Xtr, Xev, device = digits.X_train, digits.X_eval, training.device
     reps, info = [], {}
     for k, backend in enumerate(("timm", "original")):
         torch.manual_seed(seed + k)
@@ -109,12 +150,11 @@ def mae_pair(Xtr, Xev, *, seed: int = 0, embed_dim: int = 64, depth: int = 4,
                               depth=depth, num_heads=num_heads,
                               decoder_embed_dim=max(embed_dim // 2, 8), decoder_depth=2,
                               decoder_num_heads=num_heads, backend=backend)
-        res = fit(m, Xtr, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=0.05,
-                  seed=seed + k, device=device, max_steps=max_steps)
+        res = fit(m, Xtr, training.recipe(weight_decay=0.05), seed=seed + k, device=device, max_steps=max_steps)
         reps.append(predict(m.embed, Xev, device=device))
         info[backend] = {"final_loss": res.losses[-1], "seconds": res.seconds, "seed": seed + k,
                          "steps": res.steps}
-        _log(verbose, f"MAE {backend}: masked MSE {res.losses[-1]:.4f} in {res.seconds:.0f}s")
+        _log(training.verbose, f"MAE {backend}: masked MSE {res.losses[-1]:.4f} in {res.seconds:.0f}s")
     return Pair("mae_timm_vs_ours", reps[0], reps[1], info)
 
 
@@ -127,10 +167,8 @@ def _features_and_accuracy(model, X, y, device) -> tuple[np.ndarray, float]:
     return feats, float((logits.argmax(1) == np.asarray(y)).mean())
 
 
-def cnn_width_pair(Xtr, ytr, Xev, yev, *, seed: int = 0, feature_dim: int = 64,
-                  base_feature_dim: int | None = None, arch: str = "cnn", epochs: int = 3,
-                  lr: float = 1e-3, batch_size: int = 128, device="cpu", verbose: bool = False,
-                  max_steps: int | None = None) -> Pair:
+def cnn_width_pair(digits: Digits, *, seed: int = 0, feature_dim: int = 64, base_feature_dim: int | None = None,
+                   arch: str = "cnn", training: Training = Training(epochs=3), max_steps: int | None = None) -> Pair:
     """Classifier "small" -> "base" (twice the channels), same recipe and seed.
 
     ``feature_dim`` is the width of the small model's feature (penultimate) layer and
@@ -138,47 +176,44 @@ def cnn_width_pair(Xtr, ytr, Xev, yev, *, seed: int = 0, feature_dim: int = 64,
     """
     from nearid.models.classifiers import ImageClassifier
 
+    Xtr, ytr, Xev, yev = digits
     widths = {"small": feature_dim, "base": feature_dim if base_feature_dim is None else base_feature_dim}
     reps, info = [], {}
     for width, dim in widths.items():
         torch.manual_seed(seed)
         m = ImageClassifier(width, arch=arch, img_size=Xtr.shape[-1], in_chans=Xtr.shape[1],
                             feature_dim=dim)
-        res = fit(m, Xtr, y=ytr, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
-                  device=device, max_steps=max_steps)
-        feats, acc = _features_and_accuracy(m, Xev, yev, device)
+        res = fit(m, Xtr, training.recipe(), y=ytr, seed=seed, device=training.device, max_steps=max_steps)
+        feats, acc = _features_and_accuracy(m, Xev, yev, training.device)
         reps.append(feats)
         info[width] = {"test_accuracy": acc, "seconds": res.seconds, "feature_dim": dim,
                        "parameters": sum(p.numel() for p in m.parameters()), "steps": res.steps}
-        _log(verbose, f"classifier {width}: test accuracy {acc:.3f} in {res.seconds:.0f}s")
+        _log(training.verbose, f"classifier {width}: test accuracy {acc:.3f} in {res.seconds:.0f}s")
     return Pair("cnn_widths", reps[0], reps[1], info)
 
 
-def resnet18_pair(Xtr, ytr, Xev, yev, *, seed: int = 0, epochs: int = 2, lr: float = 1e-3,
-                  batch_size: int = 128, stem_stride: int = 2, device="cpu",
-                  verbose: bool = False, max_steps: int | None = None) -> Pair:
+def resnet18_pair(digits: Digits, *, seed: int = 0, stem_stride: int = 2, training: Training = Training(),
+                  max_steps: int | None = None) -> Pair:
     """ResNet-18 seed s -> seed s+1 (initial weights and batch order both change)."""
     from nearid.models.classifiers import ResNet18Classifier
 
+    Xtr, ytr, Xev, yev = digits
     reps, info = [], {}
     for k in range(2):
         torch.manual_seed(seed + k)
         m = ResNet18Classifier(in_chans=Xtr.shape[1], stem_stride=stem_stride)
-        res = fit(m, Xtr, y=ytr, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed + k,
-                  device=device, max_steps=max_steps)
-        feats, acc = _features_and_accuracy(m, Xev, yev, device)
+        res = fit(m, Xtr, training.recipe(), y=ytr, seed=seed + k, device=training.device, max_steps=max_steps)
+        feats, acc = _features_and_accuracy(m, Xev, yev, training.device)
         reps.append(feats)
         info[f"seed{seed + k}"] = {"test_accuracy": acc, "seconds": res.seconds, "steps": res.steps}
-        _log(verbose, f"ResNet-18 seed {seed + k}: test accuracy {acc:.3f} in {res.seconds:.0f}s")
+        _log(training.verbose, f"ResNet-18 seed {seed + k}: test accuracy {acc:.3f} in {res.seconds:.0f}s")
     return Pair("resnet18_seeds", reps[0], reps[1], info)
 
 
 # --------------------------------------------------------------------------- language
-def gpt_neox_pair(text: str | None = None, *, seed: int = 0, hidden: int = 64, layers: int = 4,
-                heads: int = 4, context: int = 64, train_windows: int = 2000, epochs: int = 2,
-                lr: float = 1e-3, batch_size: int = 32, eval_windows: int = 1000,
-                pretrained: list[str] | tuple[str, ...] = (), device="cpu",
-                verbose: bool = False, max_steps: int | None = None) -> Pair:
+def gpt_neox_pair(text: str | None = None, *, seed: int = 0, shape: LMShape = LMShape(), train_windows: int = 2000,
+                  eval_windows: int = 1000, pretrained: list[str] | tuple[str, ...] = (),
+                  training: Training = Training(batch_size=32), max_steps: int | None = None) -> Pair:
     """Two GPT-NeoX LMs, seeds s and s+1; mean middle-layer state of held-out text windows.
 
     With two folders in ``pretrained`` (e.g. Pythia-160M seed 0 and seed 1 saved with
@@ -194,6 +229,7 @@ def gpt_neox_pair(text: str | None = None, *, seed: int = 0, hidden: int = 64, l
         text = load_shakespeare()
     train_text, eval_text = lm.split_text(text, 0.1)
     info: dict[str, Any] = {}
+    device, context = training.device, shape.context
     if pretrained:
         if len(pretrained) != 2:
             raise ValueError(f"pretrained needs exactly two checkpoint folders, got {list(pretrained)}")
@@ -211,7 +247,7 @@ def gpt_neox_pair(text: str | None = None, *, seed: int = 0, hidden: int = 64, l
             by_layer.append(states)
             info[Path(path).name] = {"source": str(path), "layer": lm.middle_layer(model)}
             info["eval_windows"] = n
-            _log(verbose, f"loaded {path}; {n} held-out windows")
+            _log(training.verbose, f"loaded {path}; {n} held-out windows")
         return Pair("gpt_neox_seeds", reps[0], reps[1], info | {"source": "pretrained"}, *by_layer)
     tok = lm.ByteTokenizer()
     train_ids, eval_ids = tok.encode(train_text), tok.encode(eval_text)
@@ -219,17 +255,16 @@ def gpt_neox_pair(text: str | None = None, *, seed: int = 0, hidden: int = 64, l
     reps, by_layer = [], []
     for k in range(2):
         X = lm.train_windows(train_ids, context, train_windows, seed=seed + k)
-        m = lm.TinyLM(seed=seed + k, hidden_size=hidden, num_hidden_layers=layers,
-                      num_attention_heads=heads, max_position_embeddings=max(2 * context, 64))
-        res = fit(m, X, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed + k,
-                  device=device, grad_clip=1.0, max_steps=max_steps)
+        m = lm.TinyLM(seed=seed + k, hidden_size=shape.hidden, num_hidden_layers=shape.layers,
+                      num_attention_heads=shape.heads, max_position_embeddings=max(2 * context, 64))
+        res = fit(m, X, training.recipe(grad_clip=1.0), seed=seed + k, device=device, max_steps=max_steps)
         states = lm.embed_windows_by_layer(m, ev, device=device)  # one pass gives every layer
         reps.append(states[f"layer {lm.middle_layer(m.model)}"])  # = embed_windows(m, ev), bit for bit
         by_layer.append(states)
         info[f"seed{seed + k}"] = {"final_nll": res.losses[-1], "seconds": res.seconds,
                                    "layer": lm.middle_layer(m.model), "steps": res.steps}
-        _log(verbose, f"tiny GPT-NeoX seed {seed + k}: train NLL {res.losses[-1]:.3f} nats/byte "
-                      f"in {res.seconds:.0f}s")
+        _log(training.verbose, f"tiny GPT-NeoX seed {seed + k}: train NLL {res.losses[-1]:.3f} nats/byte "
+                             f"in {res.seconds:.0f}s")
     return Pair("gpt_neox_seeds", reps[0], reps[1], info | {"source": "trained"}, *by_layer)
 
 
@@ -261,11 +296,13 @@ def _model_steps(P, n: int, epochs: int, batch: int) -> int:
 
 
 def _embed_mnist(build):
-    """A pair builder on MNIST: the first training and test images, then ``build``."""
+    """A pair builder on MNIST: the first training and test images and how to train,
+    read from the pair's settings, then ``build(digits, seed=..., training=..., **the rest)``."""
     def embed(settings, *, seed, device, max_steps, data_root):
         s = dict(settings)
-        Xtr, ytr, Xev, yev = mnist_data(n_train=s.pop("n_train"), n_eval=s.pop("n_eval"), root=data_root)
-        return build(Xtr, ytr, Xev, yev, seed=seed, device=device, max_steps=max_steps, **s)
+        digits = mnist_data(n_train=s.pop("n_train"), n_eval=s.pop("n_eval"), root=data_root)
+        training = Training(epochs=s.pop("epochs"), lr=s.pop("lr"), batch_size=s.pop("batch_size"), device=device)
+        return build(digits, seed=seed, training=training, max_steps=max_steps, **s)
     return embed
 
 
@@ -282,7 +319,9 @@ def _embed_lm(settings, *, seed, device, max_steps, data_root):
     s = dict(settings)
     paths = list(s.pop("pretrained", []))
     use = usable_checkpoints(paths)
-    p = gpt_neox_pair(seed=seed, device=device, max_steps=max_steps, pretrained=use, **s)
+    shape = LMShape(hidden=s.pop("hidden"), layers=s.pop("layers"), context=s.pop("context"))
+    training = Training(epochs=s.pop("epochs"), lr=s.pop("lr"), batch_size=LM_BATCH_SIZE, device=device)
+    p = gpt_neox_pair(seed=seed, shape=shape, training=training, max_steps=max_steps, pretrained=use, **s)
     p.info["requested_checkpoints"] = paths
     if paths and not use:
         p.info["note"] = f"checkpoints not found at {paths}: trained tiny GPT-NeoX models instead"
@@ -324,16 +363,16 @@ def _lm_settings(P, rows):
 
 PAIRS: dict[str, PairSpec] = {
     "gpt_neox_seeds": PairSpec(
-        _lm_settings, lambda P: _model_steps(P, P["lm_train_windows"], P["lm_epochs"], 32), _embed_lm),
+        _lm_settings, lambda P: _model_steps(P, P["lm_train_windows"], P["lm_epochs"], LM_BATCH_SIZE), _embed_lm),
     "mae_timm_vs_ours": PairSpec(
         _mae_settings, lambda P: _model_steps(P, P["mnist_train"], P["mae_epochs"], P["batch_size"]),
-        _embed_mnist(lambda Xtr, ytr, Xev, yev, **kw: mae_pair(Xtr, Xev, **kw))),
+        _embed_mnist(mae_pair)),
     "cnn_widths": PairSpec(
         _cnn_settings, lambda P: _model_steps(P, P["mnist_train"], P["clf_epochs"], P["batch_size"]),
-        _embed_mnist(lambda *data, **kw: cnn_width_pair(*data, **kw))),
+        _embed_mnist(cnn_width_pair)),
     "resnet18_seeds": PairSpec(
         _resnet_settings, lambda P: _model_steps(P, P["resnet_train"], P["resnet_epochs"], P["batch_size"]),
-        _embed_mnist(lambda *data, **kw: resnet18_pair(*data, **kw))),
+        _embed_mnist(resnet18_pair)),
     "sentence_encoders": PairSpec(
         lambda P, rows: dict(n_sentences=rows(P["sentences"])), lambda P: 0,
         lambda settings, *, seed, device, max_steps, data_root: sentence_encoder_pair(
@@ -454,9 +493,8 @@ def describe(pair: Pair) -> str:
 ORDER = PAPER_ORDER  # the paper's ordering, worst to best
 # The three links of the ordering, each a claim "mean row error of the first family exceeds
 # the second's on the same evaluation rows".
-LINKS = (("permutation", "ica"), ("ica", "rigid"), ("rigid", "linear"))
-LINK_NAMES = {("permutation", "ica"): "perm > ICA", ("ica", "rigid"): "ICA > rigid",
-              ("rigid", "linear"): "rigid > linear"}
+LINKS = tuple(zip(PAPER_ORDER, PAPER_ORDER[1:]))  # (permutation, ica), (ica, rigid), (rigid, linear)
+LINK_NAMES = dict(zip(LINKS, ("perm > ICA", "ICA > rigid", "rigid > linear")))
 
 
 def shared_subspace(pair: Pair, rule: float | int | str = 0.95, *, fit_fraction: float = 0.5, seed: int = 0,
@@ -493,37 +531,59 @@ def shared_subspace(pair: Pair, rule: float | int | str = 0.95, *, fit_fraction:
     return Pair(pair.name, A, B, info), k
 
 
-def compare_pair(pair: Pair, *, fit_fraction: float = 0.5, seed: int = 0,
-                 ica_components: float | int | str | None = 0.95, ica_max_rows: int | None = None,
-                 ica_max_iter: int = 1000, fit_rows: int | None = None,
-                 subspace: float | int | str | None = None):
+@dataclass(frozen=True)
+class Protocol:
+    """How the chapter aligns a pair, one record for Table 1, the sensitivity grid and the
+    fit-rows trend: the seeded fit/held-out split (``fit_fraction``, ``seed``), the ICA
+    family's whitening rule and FastICA's budget (``ica_components``, ``ica_max_rows``,
+    ``ica_max_iter``), and the shared subspace (``subspace``, a whitening rule; None = every
+    direction). The chapter's is :func:`alignment_protocol`."""
+
+    fit_fraction: float = 0.5
+    seed: int = 0
+    ica_components: float | int | str | None = 0.95
+    ica_max_rows: int | None = None
+    ica_max_iter: int = 1000
+    subspace: float | int | str | None = None
+
+
+def alignment_protocol(P) -> Protocol:
+    """The chapter's :class:`Protocol` from its resolved parameters: FastICA on at most
+    :data:`nearid.align.ICA_MAX_ROWS` fit rows, as ``nearid align`` declares."""
+    from nearid.align import ICA_MAX_ROWS
+
+    return Protocol(fit_fraction=P["fit_fraction"], seed=P["seed"], ica_components=P["ica_components"],
+                    ica_max_rows=ICA_MAX_ROWS, ica_max_iter=P["ica_max_iter"], subspace=P["subspace"])
+
+
+def compare_pair(pair: Pair, protocol: Protocol = Protocol(), *, fit_rows: int | None = None):
     """The one measurement behind every alignment number of the chapter: Table 1, the
     sensitivity grid and the fit-rows trend all call this, with the same families (all four:
     which families are asked for can decide whether the engine works in float32 or float64),
     so the same inputs and protocol give the same numbers, digit for digit.
 
-    ``subspace`` (a whitening rule; None = every direction) fits and scores every family on
-    :func:`shared_subspace` under that rule, where ICA whitens all ``k`` directions (so
-    ``ica_components`` is not used): the table's protocol. None is the sensitivity's."""
+    ``protocol.subspace`` (a whitening rule; None = every direction) fits and scores every
+    family on :func:`shared_subspace` under that rule, where ICA whitens all ``k`` directions
+    (so ``protocol.ica_components`` is not used): the table's protocol. None is the
+    sensitivity's. ``fit_rows``: fit on the first that many rows of the fit split (the trend)."""
     from threadpoolctl import threadpool_limits
 
     from nearid.align import compare
 
-    if subspace is not None:
-        pair, _ = shared_subspace(pair, subspace, fit_fraction=fit_fraction, seed=seed, fit_rows=fit_rows)
+    ica_components = protocol.ica_components
+    if protocol.subspace is not None:
+        pair, _ = shared_subspace(pair, protocol.subspace, fit_fraction=protocol.fit_fraction, seed=protocol.seed,
+                                  fit_rows=fit_rows)
         ica_components = "all"
     with threadpool_limits(limits=1):  # small matrices: one BLAS thread is faster, same numbers
-        return compare(pair.A, pair.B, fit_fraction=fit_fraction, seed=seed, ica_components=ica_components,
-                       ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter, fit_rows=fit_rows)
+        return compare(pair.A, pair.B, fit_fraction=protocol.fit_fraction, seed=protocol.seed,
+                       ica_components=ica_components, ica_max_rows=protocol.ica_max_rows,
+                       ica_max_iter=protocol.ica_max_iter, fit_rows=fit_rows)
 
 
-def measure(pairs: dict[str, Pair], *, fit_fraction: float = 0.5, seed: int = 0,
-            ica_components: float | int | str | None = 0.95, ica_max_rows: int | None = None,
-            ica_max_iter: int = 1000, subspace: float | int | str | None = None) -> dict:
+def measure(pairs: dict[str, Pair], protocol: Protocol = Protocol()) -> dict:
     """:func:`compare_pair` of every pair: {pair name: AlignmentResult}."""
-    return {name: compare_pair(pair, fit_fraction=fit_fraction, seed=seed, ica_components=ica_components,
-                               ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter, subspace=subspace)
-            for name, pair in pairs.items()}
+    return {name: compare_pair(pair, protocol) for name, pair in pairs.items()}
 
 
 def table1(results: dict):
@@ -543,13 +603,14 @@ def table1(results: dict):
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-def measure_replicates(replicates: dict[str, list[Pair]], first: dict | None = None, **protocol) -> dict[str, list]:
-    """:func:`compare_pair` of every replicate of every pair, under one protocol (the keywords
-    of :func:`measure`): {pair name: [AlignmentResult per replicate]}. ``first`` (the result
-    of :func:`measure` on the first replicates) is reused rather than computed again."""
+def measure_replicates(replicates: dict[str, list[Pair]], protocol: Protocol = Protocol(),
+                       first: dict | None = None) -> dict[str, list]:
+    """:func:`compare_pair` of every replicate of every pair, under one protocol:
+    {pair name: [AlignmentResult per replicate]}. ``first`` (the result of :func:`measure` on
+    the first replicates under the same protocol) is reused rather than computed again."""
     out = {}
     for name, reps in replicates.items():
-        out[name] = [first[name] if (i == 0 and first and name in first) else compare_pair(p, **protocol)
+        out[name] = [first[name] if (i == 0 and first and name in first) else compare_pair(p, protocol)
                      for i, p in enumerate(reps)]
     return out
 
@@ -566,7 +627,7 @@ def table1_replicates(by_replicate: dict[str, list]):
             first.loc[name, fam] = float(vals.mean())
             first.loc[name, f"{fam}_sd"] = float(vals.std(ddof=1)) if len(vals) > 1 else float("nan")
         first.loc[name, "ica_efficiency"] = _efficiency_of_means(
-            *(np.array([r.errors[f] for r in reps]) for f in ("permutation", "ica", "rigid")))
+            *(np.array([r.errors[f] for r in reps]) for f in (PERMUTATION, ICA_FAMILY, RIGID)))
         first.loc[name, "replicates"] = len(reps)
     first["replicates"] = first["replicates"].astype(int)
     return first
@@ -632,7 +693,7 @@ def efficiency_claims(by_replicate: dict[str, list], *, section: str = "ch04-ver
     for name, reps in by_replicate.items():
         if paper_row(name) is None or len(reps) < 2:
             continue
-        perm, ica, rigid = (np.array([r.errors[f] for r in reps]) for f in ("permutation", "ica", "rigid"))
+        perm, ica, rigid = (np.array([r.errors[f] for r in reps]) for f in (PERMUTATION, ICA_FAMILY, RIGID))
         share, low, high = fieller_interval(perm - ica, perm - rigid)
         printed = paper_efficiency(name)
         cid = f"efficiency_{name}"
@@ -740,11 +801,10 @@ def beside_paper(ours):
 
 
 # --------------------------------------------------------------------------- sensitivity
-def component_sensitivity(pairs: dict[str, Pair], results: dict, grid, *, rule=0.95,
-                          fit_fraction: float = 0.5, seed: int = 0, ica_max_rows: int | None = None,
-                          ica_max_iter: int = 1000):
+def component_sensitivity(pairs: dict[str, Pair], results: dict, grid, protocol: Protocol = Protocol()):
     """ICA error and efficiency of every pair for each number of whitened components in
-    ``grid`` and for ``rule`` (the chapter's rule), on the same split as ``results``.
+    ``grid`` and for ``protocol.ica_components`` (the chapter's rule), on the same split as
+    ``results`` (``protocol.subspace`` is not used: see below).
 
     The sensitivity works on every direction of both sides (no :func:`shared_subspace`): it
     asks what the whitening choice does to ICA, all components included, so ``results`` are
@@ -765,20 +825,19 @@ def component_sensitivity(pairs: dict[str, Pair], results: dict, grid, *, rule=0
         if (base.dim_a, base.dim_b) != (pair.A.shape[1], pair.B.shape[1]):
             raise ValueError(f"component_sensitivity needs full-space results; {name}'s were measured on "
                              f"{base.dim_a} x {base.dim_b} directions of {pair.A.shape[1]} x {pair.B.shape[1]}")
-        settings = [*grid, rule]
+        settings = [*grid, protocol.ica_components]
         for i, setting in enumerate(settings):
             is_rule = i == len(settings) - 1
             if is_rule:
                 res = base
             else:
-                res = compare_pair(pair, fit_fraction=fit_fraction, seed=seed, ica_components=setting,
-                                   ica_max_rows=ica_max_rows, ica_max_iter=ica_max_iter)
+                res = compare_pair(pair, replace(protocol, ica_components=setting, subspace=None))
             ica = res.errors["ica"]
             records.append(dict(
                 pair=name, setting="rule" if is_rule else str(setting), rule=is_rule,
                 components_a=res.ica_components[0], components_b=res.ica_components[1],
                 variance_a=res.ica_variance[0], variance_b=res.ica_variance[1], ica=ica,
-                ica_efficiency=ica_efficiency(base.errors["permutation"], base.errors["rigid"], ica)))
+                ica_efficiency=ica_efficiency(base.errors[PERMUTATION], base.errors[RIGID], ica)))
     return pd.DataFrame(records)
 
 
@@ -796,13 +855,10 @@ def _efficiency_of_means(perm, ica, rigid) -> float:
 RESAMPLE_MIN_GAP = 1e-9
 
 
-TREND_FAMILIES = ("permutation", "rigid", "ica")
+TREND_FAMILIES = (PERMUTATION, RIGID, ICA_FAMILY)
 
 
-def fit_rows_trend(pair: Pair, fractions, *, fit_fraction: float = 0.5, seed: int = 0,
-                   ica_components: float | int | str | None = 0.95, ica_max_rows: int | None = None,
-                   ica_max_iter: int = 1000, n_boot: int = 1000, full=None,
-                   subspace: float | int | str | None = None):
+def fit_rows_trend(pair: Pair, fractions, protocol: Protocol = Protocol(), *, n_boot: int = 1000, full=None):
     """ICA efficiency against the number of fit rows, on one fixed evaluation split.
 
     Each fraction is one :func:`compare_pair` with ``fit_rows`` = that share of the fit split
@@ -813,26 +869,25 @@ def fit_rows_trend(pair: Pair, fractions, *, fit_fraction: float = 0.5, seed: in
     95% bootstrap interval over evaluation rows; the row errors {fraction: {family: array}}
     feed :func:`trend_difference`. ``full``, the table's result for this pair (the same
     split and protocol), stands in for the fraction that keeps every fit row instead of a
-    second identical fit (FastICA, the costliest step). ``subspace`` is :func:`compare_pair`'s
-    (each fraction's subspace is fitted on that fraction's fit rows).
+    second identical fit (FastICA, the costliest step). Under ``protocol.subspace`` each
+    fraction's subspace is fitted on that fraction's fit rows.
     """
     import pandas as pd
 
-    from nearid.align import ica_settings, split_rows
+    from nearid.align import split_rows
     from nearid.verdicts import bootstrap_statistic
 
-    n_fit = split_rows(pair.A.shape[0], fit_fraction, seed)[0].size
+    seed = protocol.seed
+    n_fit = split_rows(pair.A.shape[0], protocol.fit_fraction, seed)[0].size
     records, row_errors = [], {}
     for frac in fractions:
         rows = max(3, int(round(frac * n_fit)))
         if full is not None and rows == n_fit:
             res = full
         else:
-            res = compare_pair(pair, fit_fraction=fit_fraction, seed=seed, fit_rows=rows, subspace=subspace,
-                               **ica_settings(ica_components=ica_components, ica_max_rows=ica_max_rows,
-                                              ica_max_iter=ica_max_iter).compare_kwargs())
+            res = compare_pair(pair, protocol, fit_rows=rows)
         errs = {f: res.row_errors[f] for f in TREND_FAMILIES}
-        v = bootstrap_statistic(_efficiency_of_means, errs["permutation"], errs["ica"], errs["rigid"],
+        v = bootstrap_statistic(_efficiency_of_means, errs[PERMUTATION], errs[ICA_FAMILY], errs[RIGID],
                                 n_boot=n_boot, seed=seed)
         row_errors[frac] = errs
         records.append(dict(pair=pair.name, fraction=frac, fit_rows=res.n_fit,
@@ -854,8 +909,8 @@ def trend_difference(row_errors: dict, *, seed: int = 0, n_boot: int = 1000):
     def diff(p1, i1, r1, p2, i2, r2):
         return _efficiency_of_means(p2, i2, r2) - _efficiency_of_means(p1, i1, r1)
 
-    return bootstrap_statistic(diff, e_lo["permutation"], e_lo["ica"], e_lo["rigid"],
-                               e_hi["permutation"], e_hi["ica"], e_hi["rigid"], n_boot=n_boot, seed=seed)
+    return bootstrap_statistic(diff, e_lo[PERMUTATION], e_lo[ICA_FAMILY], e_lo[RIGID],
+                               e_hi[PERMUTATION], e_hi[ICA_FAMILY], e_hi[RIGID], n_boot=n_boot, seed=seed)
 
 
 # ----------------------------------------------------------------------------- the chapter's readings
@@ -973,36 +1028,49 @@ def _stand_in(rng: np.random.Generator, rows: int, dim: int, decay: float) -> np
     return (rng.standard_normal((rows, dim)) * np.arange(1, dim + 1) ** (-decay / 2)) @ q
 
 
-def pair_alignments(*, rows: int, dim_a: int, dim_b: int, decay: float, replicates: int, grid: Sequence[int],
-                    fractions: Sequence[float], ica_components: float | int | str | None = 0.95,
-                    fit_fraction: float = 0.5, seed: int = 0, max_steps: int | None = None) -> int:
+@dataclass(frozen=True)
+class StandIn:
+    """The shape of a pair's held-out embeddings (``rows`` x ``dim_a`` and ``rows`` x
+    ``dim_b``) and the decay of their principal variances (``i ** -decay``: see
+    :data:`TRAINED_DECAY`), for stand-in embeddings that cost what the real ones would."""
+
+    rows: int
+    dim_a: int
+    dim_b: int
+    decay: float = TRAINED_DECAY
+
+    def pair(self, seed: int) -> Pair:
+        """Gaussian stand-ins of this shape, randomly oriented, drawn from ``seed``."""
+        rng = np.random.default_rng(seed)
+        return Pair("stand-in", _stand_in(rng, self.rows, self.dim_a, self.decay),
+                    _stand_in(rng, self.rows, self.dim_b, self.decay))
+
+
+def pair_alignments(*, shape: StandIn, replicates: int, grid: Sequence[int], fractions: Sequence[float],
+                    protocol: Protocol = Protocol(), max_steps: int | None = None) -> int:
     """Every :func:`compare_pair` the chapter makes of one pair, at its shape, on stand-in
-    embeddings (see :data:`TRAINED_DECAY`), for ``nearid plan``: one unit per call (only the
-    first ``max_steps`` when given), in this order: the sensitivity grid (``grid``: whitened
-    components), the fit-rows trend (``fractions``, each with its bootstrap; the trend's
-    difference after the last), and Table 1 (``replicates`` calls under the chapter's rule),
-    with the chapter's protocol (:data:`nearid.align.ICA_MAX_ROWS` rows,
-    :data:`nearid.align.ICA_MAX_ITER` iterations). Returns the calls made."""
+    embeddings (``shape``), for ``nearid plan``: one unit per call (only the first
+    ``max_steps`` when given), in this order: the sensitivity grid (``grid``: whitened
+    components, every direction), the fit-rows trend (``fractions``, each with its bootstrap;
+    the trend's difference after the last), and Table 1 (``replicates`` calls), each under the
+    chapter's ``protocol`` as the chapter calls it. Returns the calls made."""
     import warnings
 
-    from nearid.align import ICA_MAX_ITER, ICA_MAX_ROWS
-
-    rng = np.random.default_rng(seed)
-    pair = Pair("stand-in", _stand_in(rng, rows, dim_a, decay), _stand_in(rng, rows, dim_b, decay))
-    units = [*(("grid", k) for k in grid), *(("trend", f) for f in fractions),
-             *(("table", ica_components) for _ in range(replicates))]
+    pair = shape.pair(protocol.seed)
+    units = [*(("grid", k) for k in grid), *(("trend", f) for f in fractions), *(("table", None),) * replicates]
     done = units if max_steps is None else units[:max_steps]
-    protocol = dict(fit_fraction=fit_fraction, seed=seed, ica_max_rows=ICA_MAX_ROWS, ica_max_iter=ICA_MAX_ITER)
     row_errors: dict = {}
     with warnings.catch_warnings():  # stand-in data: FastICA's and the whitening's warnings say nothing here
         warnings.simplefilter("ignore")
         for what, value in done:
             if what == "trend":
-                row_errors.update(fit_rows_trend(pair, [value], ica_components=ica_components, **protocol)[1])
+                row_errors.update(fit_rows_trend(pair, [value], protocol)[1])
+            elif what == "grid":
+                compare_pair(pair, replace(protocol, ica_components=value, subspace=None))
             else:
-                compare_pair(pair, ica_components=value, **protocol)
+                compare_pair(pair, protocol)
         if len(row_errors) >= 2 and len(row_errors) == len(fractions):
-            trend_difference(row_errors, seed=seed)
+            trend_difference(row_errors, seed=protocol.seed)
     return len(done)
 
 
@@ -1045,7 +1113,7 @@ def layer_matrices(*, rows: int, width: int, states: int, decay: float = TRAINED
 
     rng = np.random.default_rng(seed)
     layers = [{f"layer {k}": _stand_in(rng, rows, width, decay) for k in range(states)} for _ in range(2)]
-    for metric in ("rigid", "cka"):
+    for metric in (RIGID, "cka"):
         compare_layers(*layers, metric=metric, fit_fraction=fit_fraction, seed=seed)
     return 2
 
@@ -1068,9 +1136,8 @@ def evaluation_plan(P) -> list[Task]:
         replicates = int(P.get("replicates", 1)) if spec.trains else 1
         fractions = [float(f) for f in P["trend_fractions"]] if paper_row(name) else []
         units = replicates + len(P["ica_grid"]) + len(fractions)
-        kw = dict(rows=rows, dim_a=dim_a, dim_b=dim_b, decay=decay, replicates=replicates,
-                  grid=[int(k) for k in P["ica_grid"]], fractions=fractions, ica_components=P["ica_components"],
-                  fit_fraction=P["fit_fraction"], seed=P["seed"])
+        kw = dict(shape=StandIn(rows, dim_a, dim_b, decay), replicates=replicates,
+                  grid=[int(k) for k in P["ica_grid"]], fractions=fractions, protocol=alignment_protocol(P))
         kind = (f"ch04 compare_pair {rows} x {dim_a}" + (f"/{dim_b}" if dim_b != dim_a else "")
                 + ("" if spec.trains else " (flat)"))
         tasks.append(Task(pair_alignments, kw, kind=kind, steps=units,

@@ -46,7 +46,7 @@ from nearid.metrics.dci_mig import dci_disentanglement, mig
 from nearid.metrics.infomec import PROBE_RTOL, infoe, infom_infoc, infomec, informative_latents
 from nearid.models.conv import CONV_MODELS, KNOBS, make_conv_model
 from nearid.tasks import Task, run_tasks, runner_log
-from nearid.train import fit, predict, resolve_device
+from nearid.train import Recipe, fit, predict, resolve_device
 from nearid.verdicts import Verdict, claim, paired_difference
 
 MODELS = (*CONV_MODELS, "ae_ica")
@@ -236,8 +236,8 @@ def train_model(name: str, X: torch.Tensor, n_factors: int, *, seed: int, setup:
     torch.manual_seed(seed)
     model = make_conv_model(name, setup.latent_multiplier * n_factors, X.shape[-1], setup.width, setup.hidden,
                             **knobs)
-    result = fit(model, X, epochs=setup.epochs, batch_size=setup.batch_size, lr=setup.lr,
-                 weight_decay=weight_decay, seed=seed, device=resolve_device(setup.device), max_steps=max_steps,
+    result = fit(model, X, Recipe(setup.epochs, setup.batch_size, setup.lr, weight_decay), seed=seed,
+                 device=resolve_device(setup.device), max_steps=max_steps,
                  callback=None if callback is None else (lambda done: callback(model, done)))
     return model, result
 

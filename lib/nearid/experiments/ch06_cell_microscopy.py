@@ -38,8 +38,8 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -655,13 +655,31 @@ def batch_share(F, wells: pd.DataFrame) -> float:
 
 
 # --------------------------------------------------------------------------- the MAE task
-def train_cell_mae(images, *, patch_size: int = 8, embed_dim: int = 64, depth: int = 4,
-                   num_heads: int = 4, decoder_embed_dim: int = 32, decoder_depth: int = 2,
-                   decoder_num_heads: int = 4,
-                   mask_ratio: float = 0.75, epochs: int = 10, batch_size: int = 128,
-                   lr: float = 1.5e-3, weight_decay: float = 0.05, seed: int = 0,
-                   device="cpu", max_steps: int | None = None):
-    """Train chapter 04's :class:`~nearid.models.mae.MaskedAutoencoder` on cell crops.
+@dataclass(frozen=True)
+class CellMAE:
+    """The screen's MAE and how it is trained: chapter 04's
+    :class:`~nearid.models.mae.MaskedAutoencoder` (timm blocks) of this shape, masking
+    ``mask_ratio`` of the patches, trained ``epochs`` with AdamW (``lr``, ``weight_decay``)
+    in batches of ``batch_size``."""
+
+    patch_size: int = 8
+    embed_dim: int = 64
+    depth: int = 4
+    num_heads: int = 4
+    decoder_embed_dim: int = 32
+    decoder_depth: int = 2
+    decoder_num_heads: int = 4
+    mask_ratio: float = 0.75
+    epochs: int = 10
+    batch_size: int = 128
+    lr: float = 1.5e-3
+    weight_decay: float = 0.05
+
+
+def train_cell_mae(images, mae: CellMAE = CellMAE(), *, seed: int = 0, device="cpu", max_steps: int | None = None,
+                   callback: Callable[[Any, int], None] | None = None):
+    """Train the MAE ``mae`` describes on cell crops; ``callback(model, epochs_done)`` runs
+    after every epoch, the model in eval mode (snapshots along the run).
 
     Returns (model, :class:`~nearid.train.TrainResult`). The crops' channels are the MAE's
     input channels; nothing about factors, wells or batches is shown to it.
@@ -669,19 +687,20 @@ def train_cell_mae(images, *, patch_size: int = 8, embed_dim: int = 64, depth: i
     import torch
 
     from nearid.models.mae import MaskedAutoencoder
-    from nearid.train import fit
+    from nearid.train import Recipe, fit
 
     images = np.asarray(images, dtype=np.float32)
     if images.ndim != 4 or images.shape[2] != images.shape[3]:
         raise ValueError(f"images must be (n, channels, S, S), got {images.shape}")
     torch.manual_seed(seed)
-    model = MaskedAutoencoder(img_size=images.shape[2], patch_size=patch_size,
-                              in_chans=images.shape[1], embed_dim=embed_dim, depth=depth,
-                              num_heads=num_heads, decoder_embed_dim=decoder_embed_dim,
-                              decoder_depth=decoder_depth, decoder_num_heads=decoder_num_heads,
-                              mask_ratio=mask_ratio, backend="timm")
-    result = fit(model, images, epochs=epochs, batch_size=batch_size, lr=lr,
-                 weight_decay=weight_decay, seed=seed, device=device, max_steps=max_steps)
+    model = MaskedAutoencoder(img_size=images.shape[2], patch_size=mae.patch_size,
+                              in_chans=images.shape[1], embed_dim=mae.embed_dim, depth=mae.depth,
+                              num_heads=mae.num_heads, decoder_embed_dim=mae.decoder_embed_dim,
+                              decoder_depth=mae.decoder_depth, decoder_num_heads=mae.decoder_num_heads,
+                              mask_ratio=mae.mask_ratio, backend="timm")
+    result = fit(model, images, Recipe(mae.epochs, mae.batch_size, mae.lr, mae.weight_decay), seed=seed,
+                 device=device, max_steps=max_steps,
+                 callback=None if callback is None else (lambda done: callback(model, done)))
     return model, result
 
 
@@ -712,15 +731,23 @@ def example_crops(images, cell_well, wells: pd.DataFrame, *, max_batches: int = 
 MIN_EMBEDDED_CELLS = 256  # cells a run embedding a share of them (evaluate < 1, nearid plan) embeds at least
 
 
-def screen_embeddings(*, simulator: dict[str, Any], mae: dict[str, Any], seed: int = 0,
-                      device: str = "auto", max_steps: int | None = None, evaluate: float = 1.0) -> dict[str, Any]:
+def screen_embeddings(*, simulator: dict[str, Any], mae: dict[str, Any], seed: int = 0, device: str = "auto",
+                      max_steps: int | None = None, evaluate: float = 1.0, snapshots: Sequence[int] = ()) -> dict[str, Any]:
     """The chapter's one training task: simulate the screen, train the MAE on its crops, embed
     every well (the mean of its cells' embeddings).
 
     ``simulator`` are :class:`~nearid.data.cell_simulator.CellPaintingSimulator`'s arguments
-    (its seed among them), ``mae`` those of :func:`train_cell_mae` but the seed and device.
+    (its seed among them), ``mae`` the fields of :class:`CellMAE` (plain values: a task's arguments).
     Returns plain data: the well embeddings and table, the planted well factors, example
     crops for a figure and the training curve.
+
+    ``snapshots``: shorter budgets (epochs) at which the same run's wells are embedded too,
+    returned under "snapshots" (one record per budget: its epochs, embeddings, losses, steps
+    and seconds; :func:`split_runs` completes them). With the same seed, batches
+    and constant learning rate, the model after e epochs of a longer run is the model a run of
+    e epochs gives, and embedding it draws no random numbers, so the scale trend's shorter
+    budgets cost no training of their own (a test checks them against runs of their own). A
+    budget a capped run (``max_steps``) never reaches is its final model, as such a run's is.
 
     ``evaluate`` is for ``nearid plan``, which prices training and embedding apart: a share
     below 1 embeds only the first share of the cells (at least :data:`MIN_EMBEDDED_CELLS`; 0:
@@ -732,31 +759,68 @@ def screen_embeddings(*, simulator: dict[str, Any], mae: dict[str, Any], seed: i
 
     if not 0 <= evaluate <= 1:
         raise ValueError(f"evaluate must be a share in [0, 1], got {evaluate}")
+    recipe = CellMAE(**mae)
+    wanted = sorted({int(e) for e in snapshots})
+    if any(not 1 <= e < recipe.epochs for e in wanted):
+        raise ValueError(f"snapshots must be budgets below the run's {recipe.epochs} epochs, got {list(snapshots)}")
     start = time.perf_counter()
     screen = CellPaintingSimulator(**simulator).simulate()
     dev = resolve_device(device)
-    model, result = train_cell_mae(screen.images, **mae, seed=seed, device=dev, max_steps=max_steps)
-    if evaluate == 1:
-        X = well_embeddings(model, screen.images, screen.cell_well, n_wells=screen.n_wells, device=dev)
-        examples = example_crops(screen.images, screen.cell_well, screen.wells)
-    else:
-        from nearid.train import predict
+    taken: dict[int, tuple[np.ndarray, float]] = {}
 
-        k = max(MIN_EMBEDDED_CELLS, math.ceil(evaluate * len(screen.images))) if evaluate > 0 else 0
-        images = np.asarray(screen.images[:k], dtype=np.float32)
-        X = predict(model.embed, images, device=dev) if k else np.zeros((0, 0))  # cells', not wells'
-        examples = {"vmax": float(np.quantile(images, 0.995))} if k else {}
+    def snapshot(model, done: int) -> None:
+        if done in wanted:
+            taken[done] = (_embed_screen(model, screen, dev, evaluate), time.perf_counter() - start)
+
+    model, result = train_cell_mae(screen.images, recipe, seed=seed, device=dev, max_steps=max_steps,
+                                   callback=snapshot if wanted else None)
+    X = _embed_screen(model, screen, dev, evaluate)
+    losses = [float(v) for v in result.losses]
+    per_epoch = math.ceil(len(screen.images) / recipe.batch_size)
+    snaps = []
+    for e in wanted:
+        if e in taken:
+            Xe, seconds = taken[e]
+            snaps.append({"epochs": e, "embeddings": Xe, "losses": losses[:e],
+                          "steps": int(min(e * per_epoch, result.steps)), "seconds": seconds})
+        else:  # a capped run stopped before this budget: its final model, as a capped run of e epochs
+            snaps.append({"epochs": e, "embeddings": X, "losses": losses, "steps": int(result.steps),
+                          "seconds": time.perf_counter() - start})
     return {"embeddings": X, "wells": screen.wells, "well_factors": screen.well_factors,
-            "examples": examples,
+            "examples": _examples(screen, evaluate),
             "n_cells": int(len(screen.images)), "image_size": int(screen.images.shape[-1]),
-            "losses": [float(v) for v in result.losses], "steps": int(result.steps),
-            "seconds": time.perf_counter() - start, "device": str(dev)}
+            "losses": losses, "steps": int(result.steps),
+            "seconds": time.perf_counter() - start, "device": str(dev),
+            **({"snapshots": snaps} if wanted else {})}
+
+
+def _embedded_cells(screen, evaluate: float) -> int:
+    """How many cells a run with ``evaluate`` < 1 embeds (see :func:`screen_embeddings`)."""
+    return max(MIN_EMBEDDED_CELLS, math.ceil(evaluate * len(screen.images))) if evaluate > 0 else 0
+
+
+def _embed_screen(model, screen, dev, evaluate: float) -> np.ndarray:
+    """The wells' embeddings (with ``evaluate`` < 1, the embeddings of that share of the cells)."""
+    if evaluate == 1:
+        return well_embeddings(model, screen.images, screen.cell_well, n_wells=screen.n_wells, device=dev)
+    from nearid.train import predict
+
+    k = _embedded_cells(screen, evaluate)
+    return predict(model.embed, np.asarray(screen.images[:k], dtype=np.float32), device=dev) if k else np.zeros((0, 0))
+
+
+def _examples(screen, evaluate: float) -> dict[str, Any]:
+    """The figure's example crops (with ``evaluate`` < 1, only their intensity scale, read from
+    the cells embedded): they show the screen, not the model."""
+    if evaluate == 1:
+        return example_crops(screen.images, screen.cell_well, screen.wells)
+    k = _embedded_cells(screen, evaluate)
+    return {"vmax": float(np.quantile(np.asarray(screen.images[:k], dtype=np.float32), 0.995))} if k else {}
 
 
 SIMULATOR_PARAMS = ("image_size", "n_batches", "controls_per_batch", "wells_per_guide", "cells_per_well",
                     "well_sd", "effect_scale", "batch_strength", "seed")
-MAE_PARAMS = ("patch_size", "embed_dim", "depth", "num_heads", "decoder_embed_dim", "decoder_depth",
-              "decoder_num_heads", "mask_ratio", "epochs", "batch_size", "lr", "weight_decay")
+MAE_PARAMS = tuple(f.name for f in fields(CellMAE))  # the chapter parameters that set the MAE
 
 
 def simulator_params(P) -> dict[str, Any]:
@@ -776,32 +840,36 @@ def n_cells(sim: dict[str, Any]) -> int:
 
 
 def plan(P) -> list[Task]:
-    """The chapter's tasks for resolved parameters ``P``: ``mae_replicates`` replicates at
-    ``epochs``, replicate r an MAE of seed ``seed + r`` trained on its own simulated screen
-    (simulator seed ``seed + r``: the screen's wells, cells and batch effects are redrawn, so
-    the replicates' spread holds the screen's variance too), then the first replicate's MAE
-    and screen for every other budget of ``trend_epochs`` (the scale trend), in that order;
-    none for real RxRx3-core embeddings."""
+    """The chapter's tasks for resolved parameters ``P``: one per replicate, replicate r an MAE
+    of seed ``seed + r`` trained on its own simulated screen (simulator seed ``seed + r``: the
+    screen's wells, cells and batch effects are redrawn, so the replicates' spread holds the
+    screen's variance too) for ``epochs``; none for real RxRx3-core embeddings. The first
+    replicate's run also gives the scale trend: it trains for the longest budget of
+    ``trend_epochs`` (and ``epochs``) and embeds the wells at every other budget on the way
+    (:func:`screen_embeddings`' ``snapshots``; :func:`split_runs` reads them back)."""
     if P.get("rxrx_embeddings"):
         return []
     sim = simulator_params(P)
     n_reps = int(P.get("mae_replicates", 1))
-    runs = [(P.epochs, P.seed + r, sim["seed"] + r) for r in range(n_reps)]
-    runs += [(e, P.seed, sim["seed"]) for e in P.get("trend_epochs", [P.epochs]) if e != P.epochs]
-    return [_mae_task(P, sim | {"seed": int(screen)}, epochs, seed) for epochs, seed, screen in runs]
+    budgets = sorted({int(P.epochs), *(int(e) for e in P.get("trend_epochs", [P.epochs]))})
+    first = _mae_task(P, sim | {"seed": int(sim["seed"])}, budgets[-1], P.seed, snapshots=budgets[:-1])
+    return [first, *(_mae_task(P, sim | {"seed": int(sim["seed"] + r)}, P.epochs, P.seed + r) for r in range(1, n_reps))]
 
 
-def _mae_task(P, sim: dict[str, Any], epochs: int, seed: int) -> Task:
-    """One :func:`screen_embeddings` task: screen ``sim``, an MAE of seed ``seed`` for ``epochs``."""
+def _mae_task(P, sim: dict[str, Any], epochs: int, seed: int, snapshots: Sequence[int] = ()) -> Task:
+    """One :func:`screen_embeddings` task: screen ``sim``, an MAE of seed ``seed`` for ``epochs``
+    (its wells embedded again after each of ``snapshots`` epochs)."""
     mae = {k: P[k] for k in MAE_PARAMS} | {"epochs": int(epochs)}
     steps = epochs * math.ceil(n_cells(sim) / P.batch_size)
+    also = f"; also after {', '.join(map(str, snapshots))} epochs" if snapshots else ""
     return Task(screen_embeddings,
                 dict(simulator=sim, mae=mae, seed=int(seed), device=P.device,
-                     max_steps=DRY_RUN_STEPS if P.get("dry_run") else None),
+                     max_steps=DRY_RUN_STEPS if P.get("dry_run") else None,
+                     **({"snapshots": [int(e) for e in snapshots]} if snapshots else {})),
                 kind="mae", gpu=P.device != "cpu", steps=steps,
                 label=f"MAE ({P.embed_dim}-d, depth {P.depth}, {epochs} epochs, seed {seed}) trained on "
                       f"{n_cells(sim)} cells of {P.image_size} px and {sim['n_batches']} batches "
-                      f"(screen {sim['seed']}, effect scale {sim['effect_scale']:g}); wells embedded")
+                      f"(screen {sim['seed']}, effect scale {sim['effect_scale']:g}); wells embedded{also}")
 
 
 # --------------------------------------------------------------------------- calibration
@@ -877,10 +945,18 @@ def calibrate_effect_scale(P, grid=CALIBRATION_GRID, *, seeds=CALIBRATION_SEEDS,
 
 def split_runs(tasks: list[Task], results: list[dict], *, seed: int, epochs: int) -> tuple[list[dict], dict]:
     """The results of :func:`plan`'s tasks as (the replicates at the chapter's budget, in seed
-    order; {epochs: result} of the first seed's MAE, the scale trend's runs)."""
-    replicates = [r for t, r in zip(tasks, results) if t.kwargs["mae"]["epochs"] == epochs]
-    trend = {t.kwargs["mae"]["epochs"]: r for t, r in zip(tasks, results) if t.kwargs["seed"] == seed}
-    return replicates, trend
+    order; {epochs: result} of the first seed's MAE at every budget, the scale trend). A
+    snapshot becomes a whole result: its run's screen (wells, factors, cells) with its own
+    embeddings, example crops, losses, steps and seconds."""
+    trend: dict[int, dict] = {}
+    for t, r in zip(tasks, results):
+        if t.kwargs["seed"] == seed:
+            run = {k: v for k, v in r.items() if k != "snapshots"}
+            trend[t.kwargs["mae"]["epochs"]] = run
+            trend.update({snap["epochs"]: run | {k: v for k, v in snap.items() if k != "epochs"}
+                          for snap in r.get("snapshots", [])})
+    replicates = [trend[epochs] if t.kwargs["seed"] == seed else r for t, r in zip(tasks, results)]
+    return replicates, dict(sorted(trend.items()))
 
 
 def scale_trend(embeddings: dict[int, dict[str, Any]], *, protocol: Protocol = Protocol(), n_boot: int | None = None,
@@ -928,14 +1004,14 @@ def data_mb(P) -> float:
 
 
 def lightgbm_scoring(*, n_batches: int, controls_per_batch: int, wells_per_guide: int, n_features: int,
-                     n_splits: int, n_estimators: int, units: int, seed: int = 0, max_steps: int | None = None) -> int:
+                     units: int, protocol: Protocol = Protocol(), max_steps: int | None = None) -> int:
     """:func:`evaluate`'s classifier work at a chapter's shape, on stand-in wells, for
     ``nearid plan``: ``units`` cross-batch scorings (one guide in one feature set:
-    ``n_splits`` LightGBM fits on the controls and that guide's wells, as
-    :func:`score_guides` does), only the first ``max_steps`` when given. The wells are
+    ``protocol.n_splits`` LightGBM fits of ``protocol.n_estimators`` trees on the controls and
+    that guide's wells, as :func:`score_guides` does), only the first ``max_steps`` when given. The wells are
     Gaussian with a small shift on the guide's: the trees' cost depends on the shape, the
     number of trees and of splits, not on what the features mean. Returns the scorings made."""
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(protocol.seed)
     n_ctrl, n_guide = n_batches * controls_per_batch, n_batches * wells_per_guide
     y = np.r_[np.zeros(n_ctrl, int), np.ones(n_guide, int)]
     batches = np.r_[np.arange(n_ctrl) % n_batches, np.arange(n_guide) % n_batches]
@@ -943,7 +1019,8 @@ def lightgbm_scoring(*, n_batches: int, controls_per_batch: int, wells_per_guide
     F[y == 1] += 0.3
     done = units if max_steps is None else min(units, max_steps)
     for _ in range(done):
-        cross_batch_scores(F, y, batches, n_splits=n_splits, n_estimators=n_estimators, seed=seed)
+        cross_batch_scores(F, y, batches, n_splits=protocol.n_splits, n_estimators=protocol.n_estimators,
+                           seed=protocol.seed)
     return done
 
 
@@ -961,10 +1038,10 @@ def evaluation_plan(P) -> list[Task]:
     n_guides = len(effect_matrix()[0])
     evaluations = int(P.get("mae_replicates", 1)) + len(P.get("trend_epochs", [P["epochs"]]))
     units = n_guides * (len(FEATURE_SETS) * evaluations + len(WHITENED_SETS) * len(sweep_grid(P)))
-    trees = evaluation_protocol(P).n_estimators
+    protocol = evaluation_protocol(P)
+    trees = protocol.n_estimators
     kwargs = dict(n_batches=P["n_batches"], controls_per_batch=P["controls_per_batch"],
-                  wells_per_guide=P["wells_per_guide"], n_features=P["embed_dim"], n_splits=P["n_splits"],
-                  n_estimators=trees, units=units, seed=P["seed"])
+                  wells_per_guide=P["wells_per_guide"], n_features=P["embed_dim"], units=units, protocol=protocol)
     return [Task(lightgbm_scoring, kwargs, kind="lightgbm_scoring", steps=units,
                  label=f"{units} cross-batch scorings ({P['n_splits']} LightGBM fits of {trees} trees each) on "
                        f"{P['n_batches'] * (P['controls_per_batch'] + P['wells_per_guide'])} x {P['embed_dim']} wells")]

@@ -22,6 +22,7 @@ from nearid.verdicts import VERDICTS
 
 torch.set_num_threads(1)
 TEXT = ("Now is the winter of our discontent made glorious summer by this sun of York.\n" * 60)
+ALL = ch04_alignment.Protocol(ica_components="all")  # every whitened component: the planted sources
 
 
 @pytest.fixture(scope="module")
@@ -49,31 +50,32 @@ def test_pair_rows_must_match():
 
 
 def test_mae_pair(images):
-    Xtr, _, Xev, _ = images
-    p = ch04_alignment.mae_pair(Xtr, Xev, embed_dim=8, depth=1, num_heads=2, epochs=1, batch_size=16)
+    training = ch04_alignment.Training(epochs=1, batch_size=16)
+    p = ch04_alignment.mae_pair(ch04_alignment.Digits(*images), embed_dim=8, depth=1, num_heads=2, training=training)
     assert p.A.shape == p.B.shape == (12, 8)
     assert set(p.info) == {"timm", "original"} and p.info["original"]["seed"] == 1
-    q = ch04_alignment.mae_pair(Xtr, Xev, embed_dim=8, depth=1, num_heads=2, epochs=1, batch_size=16)
+    q = ch04_alignment.mae_pair(ch04_alignment.Digits(*images), embed_dim=8, depth=1, num_heads=2, training=training)
     np.testing.assert_array_equal(p.A, q.A)  # deterministic for a seed
     assert not np.allclose(p.A, p.B)
 
 
 def test_classifier_pairs(images):
-    p = ch04_alignment.cnn_width_pair(*images, feature_dim=8, epochs=1, batch_size=16)
+    digits, training = ch04_alignment.Digits(*images), ch04_alignment.Training(epochs=1, batch_size=16)
+    p = ch04_alignment.cnn_width_pair(digits, feature_dim=8, training=training)
     assert p.A.shape == p.B.shape == (12, 8)
     assert p.info["base"]["parameters"] > p.info["small"]["parameters"]
-    wide = ch04_alignment.cnn_width_pair(*images, feature_dim=8, base_feature_dim=16, epochs=1,
-                                        batch_size=16, max_steps=2)
+    wide = ch04_alignment.cnn_width_pair(digits, feature_dim=8, base_feature_dim=16, training=training, max_steps=2)
     assert wide.A.shape == (12, 8) and wide.B.shape == (12, 16)
     assert wide.info["base"]["feature_dim"] == 16 and wide.info["small"]["steps"] == 2
     assert 0 <= p.info["small"]["test_accuracy"] <= 1
-    r = ch04_alignment.resnet18_pair(*images, epochs=1, batch_size=16)
+    r = ch04_alignment.resnet18_pair(digits, training=training)
     assert r.A.shape == r.B.shape == (12, 512)
     assert set(r.info) == {"seed0", "seed1"}
 
 
 def test_gpt_neox_pair_trained_and_pretrained(tmp_path):
-    kw = dict(hidden=16, layers=2, heads=2, context=8, train_windows=16, epochs=1, eval_windows=20)
+    kw = dict(shape=ch04_alignment.LMShape(hidden=16, layers=2, heads=2, context=8), train_windows=16,
+              training=ch04_alignment.Training(epochs=1, batch_size=32), eval_windows=20)
     p = ch04_alignment.gpt_neox_pair(TEXT, **kw)
     assert p.A.shape == p.B.shape == (20, 16) and p.info["source"] == "trained"
     assert not np.allclose(p.A, p.B)  # different seeds
@@ -90,8 +92,8 @@ def test_gpt_neox_pair_trained_and_pretrained(tmp_path):
         GPTNeoXForCausalLM(cfg).save_pretrained(tmp_path / f"s{seed}")
         _language_tests()._word_tokenizer().save_pretrained(tmp_path / f"s{seed}")
         folders.append(str(tmp_path / f"s{seed}"))
-    q = ch04_alignment.gpt_neox_pair("to be or not to be " * 40, context=8, eval_windows=2,
-                               pretrained=folders)
+    q = ch04_alignment.gpt_neox_pair("to be or not to be " * 40, shape=ch04_alignment.LMShape(context=8),
+                                     eval_windows=2, pretrained=folders)
     assert q.A.shape == (2, 16) and q.info["source"] == "pretrained"
     with pytest.raises(ValueError, match="exactly two"):
         ch04_alignment.gpt_neox_pair(TEXT, pretrained=folders[:1])
@@ -116,7 +118,7 @@ def planted():
     same = rng.laplace(size=(600, 4))
     pairs = {"mae_timm_vs_ours": ch04_alignment.Pair("mae_timm_vs_ours", A, B),
              "sentence_encoders": ch04_alignment.Pair("sentence_encoders", same, same.copy())}
-    return pairs, ch04_alignment.measure(pairs, seed=0, ica_components="all")
+    return pairs, ch04_alignment.measure(pairs, ALL)
 
 
 def test_measure_and_table1(planted):
@@ -168,7 +170,7 @@ def test_order_claims_follow_the_contract(planted):
 def planted_replicates():
     """Three independent draws of the planted pair: three "trainings" of one pair."""
     reps = {"mae_timm_vs_ours": [ch04_alignment.Pair("mae_timm_vs_ours", *_planted(n=800, seed=s)) for s in range(3)]}
-    return reps, ch04_alignment.measure_replicates(reps, seed=0, ica_components="all")
+    return reps, ch04_alignment.measure_replicates(reps, ALL)
 
 
 def test_replicates_are_the_unit_of_the_links_and_of_table1(planted_replicates):
@@ -185,8 +187,8 @@ def test_replicates_are_the_unit_of_the_links_and_of_table1(planted_replicates):
     assert t.loc["mae_timm_vs_ours", "rigid_sd"] == pytest.approx(np.std(errs, ddof=1))
     assert t.loc["mae_timm_vs_ours", "replicates"] == 3
     # the first replicate's result is reused, not computed again
-    first = ch04_alignment.measure({k: v[0] for k, v in reps.items()}, seed=0, ica_components="all")
-    again = ch04_alignment.measure_replicates(reps, first=first, seed=0, ica_components="all")
+    first = ch04_alignment.measure({k: v[0] for k, v in reps.items()}, ALL)
+    again = ch04_alignment.measure_replicates(reps, ALL, first=first)
     assert again["mae_timm_vs_ours"][0] is first["mae_timm_vs_ours"]
 
 
@@ -232,7 +234,7 @@ def test_paper_comparison_and_verdict_text(planted):
 
 def test_component_sensitivity(planted):
     pairs, measured = planted
-    sens = ch04_alignment.component_sensitivity(pairs, measured, [2, 4, 64], rule="all", seed=0)
+    sens = ch04_alignment.component_sensitivity(pairs, measured, [2, 4, 64], ALL)
     assert len(sens) == 2 * 4 and sens.rule.sum() == 2
     mae = sens[sens.pair == "mae_timm_vs_ours"].set_index("setting")
     assert list(mae.index) == ["2", "4", "64", "rule"]
@@ -245,8 +247,7 @@ def test_component_sensitivity(planted):
 
 def test_fit_rows_trend(planted):
     pairs, _ = planted
-    table, rows = ch04_alignment.fit_rows_trend(pairs["mae_timm_vs_ours"], [0.05, 0.2, 1.0], seed=0, n_boot=200,
-                                                ica_components="all")
+    table, rows = ch04_alignment.fit_rows_trend(pairs["mae_timm_vs_ours"], [0.05, 0.2, 1.0], ALL, n_boot=200)
     assert list(table.fit_rows) == [50, 200, 1000]
     assert list(table.components_a) == [5, 8, 8]  # one component per ten rows, then the rank
     assert (table.low <= table.ica_efficiency).all() and (table.ica_efficiency <= table.high).all()
@@ -260,11 +261,11 @@ def test_table_and_trend_agree_at_the_full_fraction_to_the_last_digit(planted):
     """One code path per number: the trend's full fraction is Table 1's measurement, with
     the chapter's protocol (the declared FastICA subsample and iteration cap)."""
     pairs, _ = planted
-    protocol = dict(fit_fraction=0.5, seed=0, ica_components=0.95, ica_max_rows=ICA_MAX_ROWS,
-                    ica_max_iter=ICA_MAX_ITER)
+    protocol = ch04_alignment.Protocol(fit_fraction=0.5, seed=0, ica_components=0.95, ica_max_rows=ICA_MAX_ROWS,
+                                       ica_max_iter=ICA_MAX_ITER)
     for name, pair in pairs.items():
-        table = ch04_alignment.table1(ch04_alignment.measure({name: pair}, **protocol))
-        trend, rows = ch04_alignment.fit_rows_trend(pair, [0.5, 1.0], n_boot=50, **protocol)
+        table = ch04_alignment.table1(ch04_alignment.measure({name: pair}, protocol))
+        trend, rows = ch04_alignment.fit_rows_trend(pair, [0.5, 1.0], protocol, n_boot=50)
         full = trend.set_index("fraction").loc[1.0]
         for family in ("permutation", "rigid", "ica"):
             assert full[family] == table.loc[name, family], (name, family)  # exactly, not approx
@@ -272,10 +273,10 @@ def test_table_and_trend_agree_at_the_full_fraction_to_the_last_digit(planted):
             math.isnan(full.ica_efficiency) and math.isnan(table.loc[name, "ica_efficiency"]))
         assert full.fit_rows == table.loc[name, "n_fit"]
         # the sensitivity grid at the rule's own setting is the same measurement again
-        again = ch04_alignment.compare_pair(pair, **protocol)
+        again = ch04_alignment.compare_pair(pair, protocol)
         assert np.array_equal(again.row_errors["ica"], rows[1.0]["ica"])
         # so the chapter hands the table's result to the trend instead of fitting it twice
-        reused, reused_rows = ch04_alignment.fit_rows_trend(pair, [0.5, 1.0], n_boot=50, full=again, **protocol)
+        reused, reused_rows = ch04_alignment.fit_rows_trend(pair, [0.5, 1.0], protocol, n_boot=50, full=again)
         assert reused.equals(trend)
         for frac in (0.5, 1.0):
             for family in ch04_alignment.TREND_FAMILIES:
@@ -431,7 +432,9 @@ def test_evaluation_plan_prices_every_compare_pair_at_each_pairs_shape(tmp_path)
     assert sum(t.steps for t in pairs) == 21 + 5 * len(full.ica_grid) + 4 * len(full.trend_fractions) == 62
     assert all(planning.takes_max_steps(t) for t in pairs)
     for name, t in zip(full.pairs, pairs):
-        assert (t.kwargs["rows"], t.kwargs["dim_a"], t.kwargs["dim_b"]) == ch04_alignment.embedding_shape(full, name)
+        shape = t.kwargs["shape"]
+        assert (shape.rows, shape.dim_a, shape.dim_b) == ch04_alignment.embedding_shape(full, name)
+        assert t.kwargs["protocol"] == ch04_alignment.alignment_protocol(full), "priced as the chapter aligns"
     assert ch04_alignment.embedding_shape(full, "gpt_neox_seeds") == (full.lm_eval_windows, full.lm_hidden,
                                                                       full.lm_hidden)
     assert ch04_alignment.embedding_shape(full, "mae_timm_vs_ours") == (full.mnist_eval, full.mae_embed_dim,
@@ -457,9 +460,11 @@ def test_evaluation_plan_prices_every_compare_pair_at_each_pairs_shape(tmp_path)
     assert (with_lm["ch04 layer matrices"][0].kwargs["width"], with_lm["ch04 layer matrices"][0].kwargs["states"]) \
         == (768, 13)
     dry = ch04_alignment.evaluation_plan(resolve("04", "full", {"dry_run": True, "pairs": ["mae_timm_vs_ours"]}))
-    assert [t.kwargs["rows"] for t in dry] == [ch04_alignment.DRY_RUN_EVAL] * 4, "no language pair: no layer maps"
+    assert [t.kwargs["shape"].rows for t in dry[:1]] + [t.kwargs["rows"] for t in dry[1:]] \
+        == [ch04_alignment.DRY_RUN_EVAL] * 4, "no language pair: no layer maps"
 
-    small = dict(rows=200, dim_a=8, dim_b=6, decay=2.0, replicates=2, grid=[2, 4], fractions=[0.5, 1.0])
+    small = dict(shape=ch04_alignment.StandIn(rows=200, dim_a=8, dim_b=6, decay=2.0), replicates=2, grid=[2, 4],
+                 fractions=[0.5, 1.0])
     assert ch04_alignment.pair_alignments(**small, max_steps=1) == 1, "a plan times a few calls, then scales up"
     assert ch04_alignment.pair_alignments(**small) == 6
     assert ch04_alignment.invariance_exercise(rows=200, dim_a=6, dim_b=6, decay=2.0, variant="invertible",
@@ -529,9 +534,9 @@ def test_shared_subspace_keeps_the_larger_sides_count_fitted_on_fit_rows_only():
 
 def test_compare_pair_on_the_shared_subspace_puts_every_family_on_it():
     pair = _low_rank_pair()
-    res = ch04_alignment.compare_pair(pair, seed=0, ica_components=2, subspace=0.95)
+    res = ch04_alignment.compare_pair(pair, ch04_alignment.Protocol(ica_components=2, subspace=0.95))
     assert (res.dim_a, res.dim_b) == (4, 4) and res.ica_components == (4, 4)  # ICA whitens all k, not the rule's 2
-    full = ch04_alignment.compare_pair(pair, seed=0, ica_components=2)
+    full = ch04_alignment.compare_pair(pair, ch04_alignment.Protocol(ica_components=2))
     assert (full.dim_a, full.dim_b) == (16, 16) and full.ica_components == (2, 2)
     # the sides differ by a non-orthogonal map of independent sources: in the subspace ICA
     # recovers them (as the linear map does) and beats the best rotation

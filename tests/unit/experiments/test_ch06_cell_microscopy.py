@@ -275,15 +275,24 @@ def test_batch_share():
 def test_plan_is_one_mae_task_per_replicate_and_budget_and_dry_run_cuts_them():
     P = resolve("06", "quick")
     tasks = ch06_cell_microscopy.plan(P)
-    # the chapter's own budget first, once per independently trained replicate, then the
-    # first seed's MAE at the other budgets of the scale trend
-    assert [(t.kwargs["mae"]["epochs"], t.kwargs["seed"]) for t in tasks] == [
-        (12, 0), (12, 1), (12, 2), (12, 3), (12, 4), (3, 0), (6, 0)]
-    # each replicate on its own simulated screen; the trend reuses the first replicate's
-    assert [t.kwargs["simulator"]["seed"] for t in tasks] == [0, 1, 2, 3, 4, 0, 0]
+    # one independently trained replicate each at the chapter's budget; the first seed's run
+    # goes to the trend's longest budget and embeds the wells at the others on the way
+    assert [(t.kwargs["mae"]["epochs"], t.kwargs["seed"], t.kwargs.get("snapshots")) for t in tasks] == [
+        (12, 0, [3, 6]), (12, 1, None), (12, 2, None), (12, 3, None), (12, 4, None)]
+    # each replicate on its own simulated screen
+    assert [t.kwargs["simulator"]["seed"] for t in tasks] == [0, 1, 2, 3, 4]
     assert {t.kwargs["simulator"]["effect_scale"] for t in tasks} == {P.effect_scale}
-    reps, trend = ch06_cell_microscopy.split_runs(tasks, [{"i": i} for i in range(7)], seed=P.seed, epochs=12)
-    assert reps == [{"i": i} for i in range(5)] and trend == {12: {"i": 0}, 3: {"i": 5}, 6: {"i": 6}}
+    first = {"i": 0, "wells": "w", "snapshots": [{"epochs": 3, "i": 5}, {"epochs": 6, "i": 6}]}
+    reps, trend = ch06_cell_microscopy.split_runs(tasks, [first, *({"i": i} for i in range(1, 5))], seed=P.seed,
+                                                  epochs=12)
+    assert reps == [{"i": 0, "wells": "w"}, *({"i": i} for i in range(1, 5))]
+    assert trend == {3: {"i": 5, "wells": "w"}, 6: {"i": 6, "wells": "w"}, 12: {"i": 0, "wells": "w"}}
+    # a budget above the chapter's (smoke: 1 epoch, trend [1, 2]): the first replicate is a snapshot
+    smoke = ch06_cell_microscopy.plan(resolve("06", "smoke"))
+    assert [(t.kwargs["mae"]["epochs"], t.kwargs.get("snapshots")) for t in smoke] == [(2, [1]), (1, None)]
+    reps, trend = ch06_cell_microscopy.split_runs(smoke, [{"i": 0, "snapshots": [{"epochs": 1, "i": 9}]}, {"i": 1}],
+                                                  seed=0, epochs=1)
+    assert reps == [{"i": 9}, {"i": 1}] and trend == {1: {"i": 9}, 2: {"i": 0}}
     task = tasks[0]
     assert isinstance(task, Task) and task.kind == "mae" and task.gpu
     assert task.kwargs["max_steps"] is None
@@ -358,6 +367,29 @@ def test_screen_embeddings_task_returns_plain_data():
     np.testing.assert_array_equal(again["embeddings"], out["embeddings"])  # seeded inside
 
 
+def test_a_snapshot_is_the_run_of_its_own_budget():
+    """The scale trend's shorter budgets come from the first replicate's run: each must be,
+    bit for bit, what a run of that many epochs gives (same seed, batches and masks)."""
+    P = resolve("06", "smoke", {"n_batches": 2, "controls_per_batch": 2, "n_splits": 2, "mae_replicates": 1,
+                                "trend_epochs": [1, 2, 3]})
+    (task,) = ch06_cell_microscopy.plan(P)
+    assert task.kwargs["mae"]["epochs"] == 3 and task.kwargs["snapshots"] == [1, 2]
+    run = Task(task.fn, dict(task.kwargs, device="cpu"))()
+    _, by_epochs = ch06_cell_microscopy.split_runs([task], [run], seed=P.seed, epochs=P.epochs)
+    assert sorted(by_epochs) == [1, 2, 3] and "snapshots" not in by_epochs[1]
+    for epochs in (1, 2):
+        kwargs = {k: v for k, v in task.kwargs.items() if k != "snapshots"}
+        alone = Task(task.fn, dict(kwargs, mae=kwargs["mae"] | {"epochs": epochs}, device="cpu"))()
+        np.testing.assert_array_equal(by_epochs[epochs]["embeddings"], alone["embeddings"])
+        assert by_epochs[epochs]["losses"] == alone["losses"] and by_epochs[epochs]["steps"] == alone["steps"]
+        pd.testing.assert_frame_equal(by_epochs[epochs]["wells"], alone["wells"])
+    capped = Task(task.fn, dict(task.kwargs, device="cpu", max_steps=1))()  # stops inside the first epoch
+    assert [s["steps"] for s in capped["snapshots"]] == [1, 1]
+    np.testing.assert_array_equal(capped["snapshots"][1]["embeddings"], capped["embeddings"])
+    with pytest.raises(ValueError, match="snapshots must be budgets below"):
+        Task(task.fn, dict(task.kwargs, device="cpu", snapshots=[3]))()
+
+
 def test_a_planned_run_embeds_a_share_of_the_cells(monkeypatch):
     """nearid plan prices the MAE's training and the embedding of every cell apart."""
     P = resolve("06", "smoke", {"n_batches": 2, "controls_per_batch": 2, "n_splits": 2, "mae_replicates": 1,
@@ -377,8 +409,9 @@ def test_a_planned_run_embeds_a_share_of_the_cells(monkeypatch):
 
 def test_scale_trend_decides_every_claim_at_every_budget():
     P = resolve("06", "smoke", {"n_batches": 3, "controls_per_batch": 4, "n_splits": 3})
-    embeddings = {t.kwargs["mae"]["epochs"]: Task(t.fn, dict(t.kwargs, max_steps=2, device="cpu"))()
-                  for t in ch06_cell_microscopy.plan(P)}
+    tasks = ch06_cell_microscopy.plan(P)
+    results = [Task(t.fn, dict(t.kwargs, max_steps=2, device="cpu"))() for t in tasks]
+    _, embeddings = ch06_cell_microscopy.split_runs(tasks, results, seed=P.seed, epochs=P.epochs)
     said = []
     trend = ch06_cell_microscopy.scale_trend(embeddings, n_boot=50, log=said.append,
                                              protocol=ch06_cell_microscopy.evaluation_protocol(P))
@@ -419,11 +452,12 @@ def test_evaluation_plan_prices_every_lightgbm_scoring_at_the_chapters_shape():
     full = resolve("06", "full")
     (task,) = ch06_cell_microscopy.evaluation_plan(full)
     assert task.steps == 795 and task.steps * full.n_splits == 3180 and planning.takes_max_steps(task)
-    assert task.kwargs["n_features"] == full.embed_dim and task.kwargs["n_estimators"] == full.n_estimators
+    assert task.kwargs["n_features"] == full.embed_dim and task.kwargs["protocol"].n_estimators == full.n_estimators
     (dry,) = ch06_cell_microscopy.evaluation_plan(resolve("06", "full", {"dry_run": True}))
-    assert dry.kwargs["n_estimators"] == ch06_cell_microscopy.DRY_RUN_TREES
+    assert dry.kwargs["protocol"].n_estimators == ch06_cell_microscopy.DRY_RUN_TREES
     assert ch06_cell_microscopy.evaluation_plan({**resolve("06", "smoke"), "rxrx_embeddings": "x.parquet"}) == []
-    small = {**task.kwargs, "controls_per_batch": 20, "n_features": 8, "n_estimators": 5}
+    small = {**task.kwargs, "controls_per_batch": 20, "n_features": 8,
+             "protocol": ch06_cell_microscopy.Protocol(n_splits=full.n_splits, n_estimators=5)}
     assert ch06_cell_microscopy.lightgbm_scoring(**small, max_steps=2) == 2, "a plan times a few, then scales up"
     assert ch06_cell_microscopy.lightgbm_scoring(**{**small, "units": 1}) == 1
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from nearid.models.classifiers import ImageClassifier, ResNet18Classifier
-from nearid.train import fit, predict
+from nearid.train import Recipe, fit, predict
 
 torch.set_num_threads(1)
 
@@ -47,7 +47,7 @@ def test_learns_toy_task(model):
     torch.manual_seed(0)
     m = model()
     X, y = _toy()
-    res = fit(m, X, y=y, epochs=10, batch_size=16, lr=2e-3, seed=0)  # BN running stats need ~40 steps
+    res = fit(m, X, Recipe(epochs=10, batch_size=16, lr=2e-3), y=y, seed=0)  # BN running stats need ~40 steps
     assert res.losses[-1] < res.losses[0]
     with torch.no_grad():
         acc = (m(X).argmax(1) == y).float().mean().item()

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from nearid.models.conv import (CONV_MODELS, ConvBetaTCVAE, ConvBioAE, make_conv_model)
-from nearid.train import fit, predict
+from nearid.train import Recipe, fit, predict
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +34,7 @@ def test_fit_lowers_the_loss_and_is_seeded(name):
     for _ in range(2):
         torch.manual_seed(1)
         m = make_conv_model(name, 4, image_size=16, width=8, hidden=32)
-        res = fit(m, X, epochs=4, batch_size=16, lr=3e-3, seed=1)
+        res = fit(m, X, Recipe(epochs=4, batch_size=16, lr=3e-3), seed=1)
         outs.append(predict(m.encode, X))
     assert res.losses[-1] < res.losses[0]
     np.testing.assert_array_equal(outs[0], outs[1])

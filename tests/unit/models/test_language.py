@@ -8,7 +8,7 @@ from nearid.models.language import (ByteTokenizer, TinyLM, embed_texts, embed_wi
                                     eval_windows, load_pretrained, mean_hidden_state,
                                     middle_layer, split_text, tiny_gpt_neox_config,
                                     train_windows)
-from nearid.train import fit
+from nearid.train import Recipe, fit
 
 torch.set_num_threads(1)
 TINY = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=64)
@@ -53,7 +53,7 @@ def test_training_lowers_loss_on_text():
     ids = ByteTokenizer().encode(text)
     X = train_windows(ids, context=16, n=64, seed=0)
     m = TinyLM(seed=0, **TINY)
-    res = fit(m, X, epochs=8, batch_size=16, lr=3e-3, seed=0)
+    res = fit(m, X, Recipe(epochs=8, batch_size=16, lr=3e-3), seed=0)
     assert res.losses[0] > np.log(256) - 1.0  # starts near uniform over bytes
     assert res.losses[-1] < 0.6 * res.losses[0]
     Z = embed_windows(m, eval_windows(ids, 16, 10))

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from nearid.models.mae import MaskedAutoencoder, sincos_pos_embed
-from nearid.train import fit, predict
+from nearid.train import Recipe, fit, predict
 
 torch.set_num_threads(1)
 SMALL = dict(embed_dim=16, depth=1, num_heads=2, decoder_embed_dim=8, decoder_depth=1,
@@ -118,7 +118,7 @@ def test_loss_decreases_on_tiny_batch(backend):
     X = torch.rand(32, 1, 28, 28, generator=torch.Generator().manual_seed(0))
     X[:, :, 10:18] = 1.0  # a shared structure the decoder can learn
     m = MaskedAutoencoder(backend=backend, **SMALL)
-    res = fit(m, X, epochs=40, batch_size=32, lr=3e-3, seed=0)
+    res = fit(m, X, Recipe(epochs=40, batch_size=32, lr=3e-3), seed=0)
     assert res.losses[-1] < 0.6 * res.losses[0]
     Z = predict(m.embed, X)
     assert Z.shape == (32, 16) and np.isfinite(Z).all()
@@ -130,7 +130,7 @@ def test_fit_is_reproducible():
     for _ in range(2):
         torch.manual_seed(0)
         m = MaskedAutoencoder(backend="original", **SMALL)
-        fit(m, X, epochs=2, batch_size=8, seed=0)
+        fit(m, X, Recipe(epochs=2, batch_size=8), seed=0)
         zs.append(predict(m.embed, X))
     np.testing.assert_array_equal(zs[0], zs[1])
 
