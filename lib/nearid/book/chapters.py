@@ -4,8 +4,9 @@ the errors a run of them raises."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from nearid import codehash
 from nearid.book import profiles
@@ -83,3 +84,17 @@ def get_chapter(name: str, root: Path | None = None) -> Chapter:
 
 def default_out_dir(root: Path) -> Path:
     return root / "book" / "executed"
+
+
+@dataclass(frozen=True)
+class ChapterRun:
+    """One execution of a chapter, as its outputs record it: the chapter, the profile, the
+    resolved parameters and the overrides given, the content key it will be stored under and
+    the digests of that key's parts (:func:`nearid.book.cachekey.key_and_parts`, kept in its ``.key``)."""
+
+    chapter: Chapter
+    profile: str
+    params: dict[str, Any]
+    overrides: dict[str, Any]
+    key: str
+    parts: dict[str, str] = field(default_factory=dict)

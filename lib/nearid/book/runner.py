@@ -25,7 +25,6 @@ import os
 import platform
 import secrets
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +60,7 @@ from nearid.book.chapters import (  # noqa: F401 - re-exported: nearid.book.runn
     BookFailed,
     Chapter,
     ChapterFailed,
+    ChapterRun,
     default_out_dir,
     find_root,
     get_chapter,
@@ -199,20 +199,6 @@ def _remove_stale_running(out_dir: Path, chapter: Chapter) -> None:
             pid = int(path.name.split(".running.", 1)[1].split("-", 1)[0])
             if not pid_alive(pid):
                 path.unlink()
-
-
-@dataclass(frozen=True)
-class ChapterRun:
-    """One execution of a chapter, as its outputs record it: the chapter, the profile, the
-    resolved parameters and the overrides given, the content key it will be stored under and
-    the digests of that key's parts (:func:`key_and_parts`, kept in its ``.key``)."""
-
-    chapter: Chapter
-    profile: str
-    params: dict[str, Any]
-    overrides: dict[str, Any]
-    key: str
-    parts: dict[str, str] = field(default_factory=dict)
 
 
 def execute(run: ChapterRun, out_dir: Path, root: Path, force: bool = False) -> dict[str, Any]:
