@@ -136,13 +136,36 @@ def _check_power(raw: dict, where: str) -> None:
                          f"{max(int(power['n']), POWER_FLOOR)} (its n {power['n']}, at least {POWER_FLOOR})")
 
 
+SECTION_FIELDS = ("chapter", "unit", "retraining", "min_trainings", "protocol")
+"""What a section of the registry may state once for its entries (``sections:``): how they are
+computed and resampled. What each claim decides (kind, test, margin), its minimum n and power,
+its paper reference and its dates stay in the entry, so a new claim cannot inherit them."""
+
+
+def _section_defaults(doc: dict, name: str) -> dict[str, dict]:
+    """``sections: {section: {field: value}}``, checked: only :data:`SECTION_FIELDS`, and only
+    sections that some entry names (a misspelt section would otherwise apply to nothing)."""
+    sections = doc.get("sections") or {}
+    used = {raw.get("section") for raw in doc.get("claims") or []}
+    for section, fields in sections.items():
+        if section not in used:
+            raise ValueError(f"{name}: sections.{section} names a section no claim is in")
+        bad = sorted(set(fields or {}) - set(SECTION_FIELDS))
+        if bad:
+            raise ValueError(f"{name}: sections.{section} may state {', '.join(SECTION_FIELDS)} "
+                             f"for its claims, not {bad}")
+    return {section: dict(fields or {}) for section, fields in sections.items()}
+
+
 def load(path: Path = REGISTRY) -> dict[str, Claim]:
-    """{claim id: Claim}; ValueError naming the entry on a malformed or repeated one."""
-    doc = yaml.safe_load(Path(path).read_text())
+    """{claim id: Claim}; ValueError naming the entry on a malformed or repeated one. An entry
+    takes its section's shared fields (``sections:``) where it does not state its own."""
+    doc = yaml.safe_load(Path(path).read_text()) or {}
+    defaults = _section_defaults(doc, Path(path).name)
     out: dict[str, Claim] = {}
-    for i, raw in enumerate((doc or {}).get("claims") or []):
+    for i, raw in enumerate(doc.get("claims") or []):
         where = f"{Path(path).name}, entry {i + 1} ({raw.get('id', '?')})"
-        entry = _entry(raw, where)
+        entry = _entry({**defaults.get(raw.get("section"), {}), **raw}, where)
         if entry.id in out:
             raise ValueError(f"{where}: the id {entry.id!r} is declared twice")
         out[entry.id] = entry

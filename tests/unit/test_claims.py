@@ -167,3 +167,41 @@ def test_the_margins_of_chapter_05_are_the_papers_largest_seed_spread_of_each_me
                                   for c in decided_within), [(c.id, c.margin) for c in decided_within]
     assert {c.test for c in ch05 if c.kind == "paper_tie"} == {"equivalence"}
     assert {c.test for c in ch05 if c.id.startswith(("ica_vs_beta", "ica_vs_bioae"))} == {"non_inferiority"}
+
+
+def test_a_section_states_its_shared_fields_once_and_an_entry_keeps_its_own(tmp_path):
+    path = tmp_path / "claims.yaml"
+    shared = {"unit": "seeds, Student's t", "protocol": ["InfoMEC as Hsu et al."]}
+    own = {**BASE, "id": "b", "protocol": ["its own"]}
+    bare = {k: v for k, v in BASE.items() if k != "unit"}
+    path.write_text(yaml.safe_dump({"sections": {"ch09-v": shared}, "claims": [bare, own]}))
+    got = claims.load(path)
+    assert got["a"].unit == shared["unit"] and got["a"].protocol == ("InfoMEC as Hsu et al.",)
+    assert got["b"].unit == "seeds" and got["b"].protocol == ("its own",)
+
+
+@pytest.mark.parametrize("sections, match", [
+    ({"ch09-typo": {"unit": "seeds"}}, "sections.ch09-typo names a section no claim is in"),
+    ({"ch09-v": {"margin": 0.1}}, r"may state chapter, unit, retraining, min_trainings, protocol for its claims, "
+                                  r"not \['margin'\]"),
+])
+def test_a_section_default_a_claim_should_state_itself_is_refused(tmp_path, sections, match):
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump({"sections": sections, "claims": [BASE]}))
+    with pytest.raises(ValueError, match=match):
+        claims.load(path)
+
+
+def test_the_expanded_registry_is_the_registry_written_out_claim_by_claim(tmp_path):
+    """Writing every section's fields into each of its claims and dropping ``sections`` reads
+    as the same 58-odd claims: the shared blocks are an abbreviation, nothing more. And no claim
+    restates what its section states (the block would then be typed twice again)."""
+    doc = yaml.safe_load(claims.REGISTRY.read_text())
+    sections = doc.pop("sections")
+    for raw in doc["claims"]:
+        for name, value in sections.get(raw["section"], {}).items():
+            assert raw.get(name) != value, f"{raw['id']} restates its section's {name}"
+            raw.setdefault(name, value)
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert claims.load(path) == claims.registry()
