@@ -146,15 +146,18 @@ def _section_defaults(doc: dict, name: str) -> dict[str, dict]:
     """``sections: {section: {field: value}}``, checked: only :data:`SECTION_FIELDS`, and only
     sections that some entry names (a misspelt section would otherwise apply to nothing)."""
     sections = doc.get("sections") or {}
+    if not isinstance(sections, dict) or not all(isinstance(f, dict) for f in sections.values()):
+        raise ValueError(f"{name}: sections maps each section's name to its shared fields "
+                         "(section: {field: value})")
     used = {raw.get("section") for raw in doc.get("claims") or []}
     for section, fields in sections.items():
         if section not in used:
             raise ValueError(f"{name}: sections.{section} names a section no claim is in")
-        bad = sorted(set(fields or {}) - set(SECTION_FIELDS))
+        bad = sorted(set(fields) - set(SECTION_FIELDS))
         if bad:
             raise ValueError(f"{name}: sections.{section} may state {', '.join(SECTION_FIELDS)} "
                              f"for its claims, not {bad}")
-    return {section: dict(fields or {}) for section, fields in sections.items()}
+    return {section: dict(fields) for section, fields in sections.items()}
 
 
 def load(path: Path = REGISTRY) -> dict[str, Claim]:

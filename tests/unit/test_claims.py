@@ -182,6 +182,7 @@ def test_a_section_states_its_shared_fields_once_and_an_entry_keeps_its_own(tmp_
 
 @pytest.mark.parametrize("sections, match", [
     ({"ch09-typo": {"unit": "seeds"}}, "sections.ch09-typo names a section no claim is in"),
+    ({"ch09-v": ["unit: seeds"]}, r"sections maps each section's name to its shared fields"),
     ({"ch09-v": {"margin": 0.1}}, r"may state chapter, unit, retraining, min_trainings, protocol for its claims, "
                                   r"not \['margin'\]"),
 ])
