@@ -53,6 +53,28 @@ def test_conv2d_matches_torch(kernel, stride, padding, dilation):
     assert _both(fn, (3, 4, 11, 10), (6, 4, kh, kw), (6,)) == {"conv2d": 1}
 
 
+def test_kernel_matrix_gives_the_whole_array_permutations_bits():
+    """The convolution's weight matrix is a transposed view of a per-channel permutation (a copy
+    that stays in cache), not a permutation of the whole array: the same products to the bit,
+    and the same weight gradient, forward and backward, through a 3x3 and a 4x4 kernel."""
+    gen = torch.Generator().manual_seed(3)
+    for c_out, c_in, k, n in [(64, 32, 3, 6), (16, 3, 4, 5)]:
+        x = torch.randn(n, c_in, 9, 9, generator=gen)
+        w = torch.randn(c_out, c_in, k, k, generator=gen)
+        grads, outs = [], []
+        for new_layout in (True, False):
+            wi = w.clone().requires_grad_()
+            win = gemm._Windows.apply(x.permute(0, 2, 3, 1), k, k, (1, 1), (1, 1))
+            rows = win.reshape(-1, win.shape[-3] * win.shape[-2] * win.shape[-1])
+            b = gemm._KernelMatrix.apply(wi) if new_layout else wi.permute(2, 3, 1, 0).reshape(-1, c_out)
+            out = gemm.matmul(rows, b)
+            (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+            outs.append(out.detach())
+            grads.append(wi.grad)
+        assert torch.equal(outs[0], outs[1]) and torch.equal(grads[0], grads[1])
+        assert grads[0].is_contiguous()  # the parameter's own layout: AccumulateGrad copies nothing
+
+
 def test_stacked_convolutions_pass_channels_last_views_along():
     """A conv's output is a channels-last view; the next conv and its gradient read it as is."""
     def net(x, w1, w2, w3):
