@@ -104,6 +104,41 @@ def test_attention_with_a_boolean_mask_matches_torch():
     assert _both(fn, (2, 5, 8), (2, 6, 8), (2, 6, 4)) == {"attention": 1}
 
 
+def _attention_written_out(q, k, v, mask, causal, scale):
+    """The attention as it was written before :class:`nearid.gemm._Attention`: every step recorded
+    by autograd (scaling, masking and their backward each in a new array)."""
+    lead, L, S = q.shape[:-2], q.shape[-2], k.shape[-2]
+    qf, kf, vf = (t.reshape(-1, *t.shape[-2:]) for t in (q, k, v))
+    scores = (gemm.matmul(qf, kf.transpose(-1, -2)) * scale).reshape(*lead, L, S)
+    if causal:
+        scores = scores.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1).reshape(-1, L, S)
+    return gemm.matmul(weights, vf).reshape(*lead, L, v.shape[-1])
+
+
+@pytest.mark.parametrize("causal, masked", [(False, False), (True, False), (False, True), (True, True)])
+def test_attention_scales_and_masks_in_place_to_the_same_bits(causal, masked):
+    """_Attention scales and masks the scores in place and writes its backward by hand: the
+    output and the gradients of q, k and v are those of the written-out steps, bit for bit."""
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(3, 4, 12, 16, generator=gen) for _ in range(3))
+    mask = (torch.rand(3, 1, 12, 12, generator=gen) > 0.3) if masked else None
+    if mask is not None:
+        mask[..., 0] = True  # every query sees a key
+    weights = torch.randn(3, 4, 12, 16, generator=gen)
+    results = []
+    for fused in (True, False):
+        xs = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = (gemm.attention(*xs, attn_mask=mask, is_causal=causal, scale=0.3) if fused
+               else _attention_written_out(*xs, mask, causal, 0.3))
+        (out * weights).sum().backward()
+        results.append([out.detach(), *(x.grad for x in xs)])
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
 def test_what_stays_in_torch():
     """Small products, float64, groups, and tensors inside torch.func transforms are not routed."""
     x, w = torch.randn(4, 8), torch.randn(3, 8)
