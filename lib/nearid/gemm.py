@@ -443,7 +443,54 @@ class Linear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if _ROUTING.get() and _routes_linear(x, self.weight, self.bias, MIN_MACS):
             return linear(x, self.weight, self.bias)
-        return super().forward(x)
+        # torch's own product reads the weight in its usual layout (see weights_as_gradients)
+        weight = self.weight if self.weight.is_contiguous() else self.weight.contiguous()
+        return F.linear(x, weight, self.bias)
+
+
+class WeightsAsGradients:
+    """While a model trains, its :class:`Linear` weights live in the memory order their
+    OpenBLAS gradient arrives in, and the optimiser steps contiguous views of them.
+
+    The routed product's weight gradient is ``x^T @ grad``, an (in, out) array; seen as the
+    (out, in) weight it is a transposed view, which autograd copied into the weight's own
+    layout every step (a strided transpose of the largest arrays of chapters 02 and 03's
+    MLPs). With the weight stored (in, out) the gradient is taken as it comes. torch's fused
+    AdamW makes a contiguous copy of a non-contiguous gradient (and then does not use it), so
+    the optimiser gets :meth:`params`: each such weight as its contiguous (in, out) view, whose
+    gradient :meth:`hand_over` sets to the same memory after backward. Only layouts change:
+    the products are the same OpenBLAS calls on the same values (a transposed operand is
+    packed into the same panels), AdamW acts element by element, and torch's own product for
+    small layers reads a contiguous copy, so every number is the same (a unit test trains
+    both ways). Only layers whose product routes at ``rows`` rows (a training batch) move, so
+    that small layers, which stay in torch, copy nothing. :meth:`restore` gives every weight
+    its usual layout back."""
+
+    def __init__(self, model: nn.Module, rows: int):
+        self.pairs = [(p, p) for p in model.parameters()]  # (parameter, what the optimiser steps)
+        moved = {id(m.weight) for m in model.modules()
+                 if isinstance(m, Linear) and _macs(rows, m.in_features, m.out_features) >= MIN_MACS}
+        for i, (p, _) in enumerate(self.pairs):
+            if id(p) in moved and p.is_contiguous():
+                p.data = p.data.t().contiguous().t()
+                self.pairs[i] = (p, nn.Parameter(p.data.t()))
+
+    def params(self) -> list[torch.Tensor]:
+        """What the optimiser should step, in the model's parameter order."""
+        return [view for _, view in self.pairs]
+
+    def hand_over(self) -> None:
+        """After backward: each moved weight's gradient, as its contiguous view's gradient."""
+        for p, view in self.pairs:
+            if view is not p:
+                view.grad = None if p.grad is None else p.grad.t()
+                p.grad = None
+
+    def restore(self) -> None:
+        for p, view in self.pairs:
+            if view is not p:
+                p.grad = None
+                p.data = p.data.contiguous()
 
 
 def products_in_modules(model) -> bool:

@@ -114,7 +114,20 @@ def fit(model: nn.Module, X, recipe: Recipe, *, y=None, seed: int = 0, device: s
         raise ValueError(f"X and y differ in length: {len(X)} vs {len(Y)}")
     model.to(device).train()
     needs_mode = not gemm.products_in_modules(model)
-    opt = _adamw(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
+    # routed Linear weights stored as their gradients arrive (no per-step transpose; the same
+    # numbers). Not with clipping, whose norms would sum the gradients in another order.
+    moves = device.type == "cpu" and gemm.active() and not recipe.grad_clip
+    layout = gemm.WeightsAsGradients(model, rows=recipe.batch_size) if moves else None
+    try:
+        return _fit_loop(model, X, Y, recipe, seed, device, max_steps, callback, needs_mode, layout)
+    finally:
+        if layout is not None:
+            layout.restore()
+
+
+def _fit_loop(model, X, Y, recipe, seed, device, max_steps, callback, needs_mode, layout) -> TrainResult:
+    opt = _adamw(model.parameters() if layout is None else layout.params(), lr=recipe.lr,
+                 weight_decay=recipe.weight_decay)
     gen = torch.Generator().manual_seed(seed)
     result = TrainResult()
     start = time.perf_counter()
@@ -137,6 +150,8 @@ def fit(model: nn.Module, X, recipe: Recipe, *, y=None, seed: int = 0, device: s
             loss.backward()
             if grad_clip:
                 nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            if layout is not None:
+                layout.hand_over()
             opt.step()
             result.steps += 1
             total += float(loss.detach()) * len(idx)

@@ -112,3 +112,49 @@ def test_fit_group_checks_its_models():
     with pytest.raises(TypeError, match="objective"):
         fit_group([make_conv_model("beta_vae", 4, 8, 4, 8)], torch.rand(8, 3, 8, 8), Recipe(epochs=1), seeds=[0])
 
+
+
+@pytest.mark.skipif(not __import__("nearid.gemm").gemm.active(), reason="needs the OpenBLAS path")
+def test_weights_stored_as_their_gradients_arrive_train_to_the_same_bits(monkeypatch):
+    """fit() keeps routed Linear weights in the (in, out) order of their OpenBLAS gradient and
+    steps contiguous views of them: every weight, bias and loss is what the usual layout gives,
+    and the weights have their usual layout again afterwards."""
+    from nearid import gemm
+
+    class Unmoved(gemm.WeightsAsGradients):
+        def __init__(self, model, rows):
+            self.pairs = [(p, p) for p in model.parameters()]
+
+    X = np.random.default_rng(0).random((300, 784)).astype(np.float32)  # a partial last batch
+    recipe = Recipe(epochs=2, batch_size=64, lr=2e-3, weight_decay=0.01)
+    runs = []
+    for moved in (True, False):
+        if not moved:
+            monkeypatch.setattr(gemm, "WeightsAsGradients", Unmoved)
+        torch.manual_seed(0)
+        model = MLPAutoencoder(784, 8, hidden=(128, 64), decoder_slope=0.2)
+        res = fit(model, X, recipe, seed=1)
+        runs.append((res.losses, [p.detach().clone() for p in model.parameters()]))
+        assert all(p.is_contiguous() for p in model.parameters())
+    (losses_a, params_a), (losses_b, params_b) = runs
+    assert losses_a == losses_b
+    assert all(torch.equal(a, b) for a, b in zip(params_a, params_b))
+
+
+def test_weights_as_gradients_moves_only_linear_weights_and_puts_them_back():
+    from nearid import gemm
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(gemm.Linear(600, 400), torch.nn.ReLU(), gemm.Linear(400, 3),
+                                torch.nn.Linear(3, 400))
+    before = [p.detach().clone() for p in model.parameters()]
+    layout = gemm.WeightsAsGradients(model, rows=8)  # 8 x 600 x 400 multiply-adds route; 8 x 400 x 3 do not
+    views = layout.params()
+    assert model[0].weight.stride() == (1, 400) and views[0].shape == (600, 400) and views[0].is_contiguous()
+    assert views[1] is model[0].bias and views[2] is model[2].weight and views[4] is model[3].weight
+    with gemm.portable_products("cpu", mode=False):
+        model(torch.randn(8, 600)).sum().backward()
+    layout.hand_over()
+    assert model[0].weight.grad is None and views[0].grad.is_contiguous() and views[0].grad.shape == (600, 400)
+    layout.restore()
+    assert all(p.is_contiguous() and torch.equal(p, b) for p, b in zip(model.parameters(), before))
