@@ -443,7 +443,7 @@ class Linear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if _ROUTING.get() and _routes_linear(x, self.weight, self.bias, MIN_MACS):
             return linear(x, self.weight, self.bias)
-        # torch's own product reads the weight in its usual layout (see weights_as_gradients)
+        # torch's own product reads the weight in its usual layout (see WeightsAsGradients)
         weight = self.weight if self.weight.is_contiguous() else self.weight.contiguous()
         return F.linear(x, weight, self.bias)
 
@@ -487,6 +487,7 @@ class WeightsAsGradients:
                 p.grad = None
 
     def restore(self) -> None:
+        """Every moved weight back in its usual (out, in) layout, with no gradient."""
         for p, view in self.pairs:
             if view is not p:
                 p.grad = None
