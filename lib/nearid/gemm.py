@@ -223,6 +223,16 @@ class _KernelMatrix(torch.autograd.Function):
         return grad.t().contiguous().view(c_out, kh, kw, c_in).permute(0, 3, 1, 2).contiguous()
 
 
+def _kernel_matrix(weight: torch.Tensor) -> torch.Tensor:
+    """The (kh * kw * c_in, c_out) matrix of a convolution's weights: a view when the weights
+    are stored in that order (as :class:`WeightsAsGradients` keeps them while a model trains,
+    so that neither direction copies), else :class:`_KernelMatrix`'s per-channel copy."""
+    stored = weight.permute(2, 3, 1, 0)
+    if stored.is_contiguous():
+        return stored.reshape(-1, weight.shape[0])
+    return _KernelMatrix.apply(weight)
+
+
 def conv2d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride, padding,
            dilation) -> torch.Tensor:
     """A 2-d convolution (groups 1) as one OpenBLAS product over every output position.
@@ -242,7 +252,7 @@ def conv2d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, str
     else:
         win = _Windows.apply(x.permute(0, 2, 3, 1), kh, kw, stride, padding)  # (n, h_out, w_out, kh, kw, c)
         h_out, w_out = win.shape[1], win.shape[2]
-        out = matmul(win.reshape(n * h_out * w_out, -1), _KernelMatrix.apply(weight))
+        out = matmul(win.reshape(n * h_out * w_out, -1), _kernel_matrix(weight))
     if bias is not None:
         out.add_(bias)  # in place, as in linear()
     return out.reshape(n, h_out, w_out, c_out).permute(0, 3, 1, 2)
@@ -448,50 +458,74 @@ class Linear(nn.Linear):
         return F.linear(x, weight, self.bias)
 
 
-class WeightsAsGradients:
-    """While a model trains, its :class:`Linear` weights live in the memory order their
-    OpenBLAS gradient arrives in, and the optimiser steps contiguous views of them.
+def _product_order(module: nn.Module, rows: int) -> tuple[int, ...] | None:
+    """The order of dimensions in which a layer's OpenBLAS product reads its weight and the
+    product's weight gradient arrives: (in, out) for :class:`Linear`, (kh, kw, c_in, c_out) for
+    a convolution. None for a layer whose product does not route at ``rows`` rows whatever its
+    input's size, or never routes (groups, dilation, padding by name or by anything but zeros),
+    and for transposed convolutions: torch's own kernel, which takes a batch too small to
+    route, reads strided weights as they are and sums in another order."""
+    if isinstance(module, Linear):
+        return (1, 0) if _macs(rows, module.in_features, module.out_features) >= MIN_MACS else None
+    if (not isinstance(module, nn.Conv2d) or module.groups != 1 or module.dilation != (1, 1)
+            or isinstance(module.padding, str) or module.padding_mode != "zeros"
+            or _macs(rows, module.weight.numel()) < MIN_MACS):
+        return None
+    return (2, 3, 1, 0)
 
-    The routed product's weight gradient is ``x^T @ grad``, an (in, out) array; seen as the
+
+class WeightsAsGradients:
+    """While a model trains, the weights of its layers whose products route live in the
+    memory order their OpenBLAS gradient arrives in, and the optimiser steps contiguous views
+    of them.
+
+    A routed linear layer's weight gradient is ``x^T @ grad``, an (in, out) array; seen as the
     (out, in) weight it is a transposed view, which autograd copied into the weight's own
     layout every step (a strided transpose of the largest arrays of chapters 02 and 03's
-    MLPs). With the weight stored (in, out) the gradient is taken as it comes. torch's fused
-    AdamW makes a contiguous copy of a non-contiguous gradient (and then does not use it), so
-    the optimiser gets :meth:`params`: each such weight as its contiguous (in, out) view, whose
-    gradient :meth:`hand_over` sets to the same memory after backward. Only layouts change:
-    the products are the same OpenBLAS calls on the same values (a transposed operand is
-    packed into the same panels), AdamW acts element by element, and torch's own product for
-    small layers reads a contiguous copy, so every number is the same (a unit test trains
-    both ways). Only layers whose product routes at ``rows`` rows (a training batch) move, so
-    that small layers, which stay in torch, copy nothing. :meth:`restore` gives every weight
-    its usual layout back."""
+    MLPs). A convolution's is a (kh * kw * c_in, c_out) array, which went back to (c_out, c_in,
+    kh, kw) by a transpose and a per-channel permutation, after the forward pass had made the
+    reverse copy (:class:`_KernelMatrix`; ResNet-18's 3x3 kernels). With each weight stored in
+    its product's order (:func:`_product_order`) the product reads it as it is and its
+    gradient is taken as it comes. torch's fused AdamW makes a contiguous copy of a
+    non-contiguous gradient (and then does not use it), so the optimiser gets :meth:`params`:
+    each such weight as its contiguous view in that order, whose gradient :meth:`hand_over`
+    sets to the same memory after backward. Only layouts change: the products are the same
+    OpenBLAS calls on the same values (a transposed operand is packed into the same panels),
+    AdamW acts element by element, and torch's own kernels for a batch too small to route read
+    a contiguous copy, so every number is the same (unit tests train both ways). Layers whose
+    products do not route at ``rows`` rows (a training batch) keep their layout, so that small
+    layers, which stay in torch, copy nothing. :meth:`restore` gives every weight its usual
+    layout back."""
 
     def __init__(self, model: nn.Module, rows: int):
-        self.pairs = [(p, p) for p in model.parameters()]  # (parameter, what the optimiser steps)
-        moved = {id(m.weight) for m in model.modules()
-                 if isinstance(m, Linear) and _macs(rows, m.in_features, m.out_features) >= MIN_MACS}
-        for i, (p, _) in enumerate(self.pairs):
-            if id(p) in moved and p.is_contiguous():
-                p.data = p.data.t().contiguous().t()
-                self.pairs[i] = (p, nn.Parameter(p.data.t()))
+        orders = {id(m.weight): order for m in model.modules() if (order := _product_order(m, rows))}
+        self.steps: list[torch.Tensor] = []  # what the optimiser steps, in the model's parameter order
+        self.moved: list[tuple[nn.Parameter, nn.Parameter, tuple[int, ...]]] = []  # (weight, view, order)
+        for p in model.parameters():
+            order = orders.get(id(p))
+            if order is None or not p.is_contiguous():
+                self.steps.append(p)
+                continue
+            p.data = p.data.permute(order).contiguous().permute(*np.argsort(order).tolist())
+            view = nn.Parameter(p.data.permute(order))
+            self.moved.append((p, view, order))
+            self.steps.append(view)
 
     def params(self) -> list[torch.Tensor]:
         """What the optimiser should step, in the model's parameter order."""
-        return [view for _, view in self.pairs]
+        return list(self.steps)
 
     def hand_over(self) -> None:
         """After backward: each moved weight's gradient, as its contiguous view's gradient."""
-        for p, view in self.pairs:
-            if view is not p:
-                view.grad = None if p.grad is None else p.grad.t()
-                p.grad = None
+        for p, view, order in self.moved:
+            view.grad = None if p.grad is None else p.grad.permute(order)
+            p.grad = None
 
     def restore(self) -> None:
-        """Every moved weight back in its usual (out, in) layout, with no gradient."""
-        for p, view in self.pairs:
-            if view is not p:
-                p.grad = None
-                p.data = p.data.contiguous()
+        """Every moved weight back in its usual layout, with no gradient."""
+        for p, _, _ in self.moved:
+            p.grad = None
+            p.data = p.data.contiguous()
 
 
 def products_in_modules(model) -> bool:

@@ -114,7 +114,7 @@ def fit(model: nn.Module, X, recipe: Recipe, *, y=None, seed: int = 0, device: s
         raise ValueError(f"X and y differ in length: {len(X)} vs {len(Y)}")
     model.to(device).train()
     needs_mode = not gemm.products_in_modules(model)
-    # routed Linear weights stored as their gradients arrive (no per-step transpose; the same
+    # routed layers' weights stored as their gradients arrive (no per-step transposes; the same
     # numbers). Not with clipping, whose norms would sum the gradients in another order.
     moves = device.type == "cpu" and gemm.active() and not recipe.grad_clip
     layout = gemm.WeightsAsGradients(model, rows=recipe.batch_size) if moves else None

@@ -75,6 +75,45 @@ def test_kernel_matrix_gives_the_whole_array_permutations_bits():
         assert grads[0].is_contiguous()  # the parameter's own layout: AccumulateGrad copies nothing
 
 
+def _in_order(w: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
+    """``w`` with its usual shape, stored in memory in ``order`` (as WeightsAsGradients keeps it)."""
+    return w.permute(order).contiguous().permute(*sorted(range(w.dim()), key=order.__getitem__))
+
+
+@pytest.mark.parametrize("c_out, c_in, k, stride, padding", [(64, 32, 3, 1, 1), (128, 64, 1, 2, 0)])
+def test_conv_weights_stored_in_their_products_order_give_the_same_bits(c_out, c_in, k, stride, padding):
+    """A convolution whose weights are stored (kh, kw, c_in, c_out) reads them as they are and
+    hands back a gradient in that layout: the output and both gradients equal the usual
+    layout's bit for bit, routed to OpenBLAS or, for a batch too small to route, in torch's own
+    kernels (which copy the weights contiguous first). Not so for torch's transposed
+    convolution, which reads strided weights as they are and sums in another order: so
+    WeightsAsGradients leaves transposed convolutions alone."""
+    kernels.configure_torch()
+    gen = torch.Generator().manual_seed(5)
+    w = torch.randn(c_out, c_in, k, k, generator=gen)
+    order = (2, 3, 1, 0)
+    for n, routes in [(6, True), (1, False)]:
+        x = torch.randn(n, c_in, 5, 5, generator=gen)
+        runs = []
+        for stored in (True, False):
+            wi = (_in_order(w, order) if stored else w.clone()).requires_grad_()
+            xi = x.clone().requires_grad_()
+            with gemm.OpenBLASProducts(min_macs=3 * w.numel() * 25) as mode:  # 6 images route, 1 not
+                out = F.conv2d(xi, wi, None, stride, padding)
+            (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+            assert bool(mode.counts_) is routes
+            # AccumulateGrad keeps the stored layout
+            assert (wi.grad.permute(order) if stored else wi.grad).is_contiguous()
+            runs.append((out.detach(), xi.grad, wi.grad))
+        assert all(torch.equal(a, b) for a, b in zip(*runs))
+    assert gemm._kernel_matrix(_in_order(w, order))._base is not None  # a view: no copy
+
+    wt = torch.randn(64, 32, 3, 3, generator=gen)  # torch's transposed convolution, for contrast
+    x = torch.randn(1, 64, 5, 5, generator=gen)
+    outs = [F.conv_transpose2d(x, v, None, 2, 1) for v in (wt, _in_order(wt, (0, 2, 3, 1)))]
+    assert not torch.equal(*outs)
+
+
 def test_stacked_convolutions_pass_channels_last_views_along():
     """A conv's output is a channels-last view; the next conv and its gradient read it as is."""
     def net(x, w1, w2, w3):

@@ -119,20 +119,52 @@ def test_weights_stored_as_their_gradients_arrive_train_to_the_same_bits(monkeyp
     """fit() keeps routed Linear weights in the (in, out) order of their OpenBLAS gradient and
     steps contiguous views of them: every weight, bias and loss is what the usual layout gives,
     and the weights have their usual layout again afterwards."""
+
+    X = np.random.default_rng(0).random((300, 784)).astype(np.float32)  # a partial last batch
+    _train_moved_and_unmoved(monkeypatch, lambda: MLPAutoencoder(784, 8, hidden=(128, 64), decoder_slope=0.2), X,
+                             Recipe(epochs=2, batch_size=64, lr=2e-3, weight_decay=0.01))
+
+
+class _ConvNet(torch.nn.Module):
+    """Convolutions that move (one whose last batch of one image stays in torch), one that does
+    not, and a transposed one (never moved)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(
+            torch.nn.Conv2d(4, 64, 3, padding=1), torch.nn.ReLU(),  # 64 x 2,304 multiply-adds: stays
+            torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(),  # moves; 1 x 36,864 x 16 does not route
+            torch.nn.Conv2d(64, 256, 1, stride=2), torch.nn.ReLU(),  # moves; routes at any batch here
+            torch.nn.ConvTranspose2d(256, 4, 2, stride=2))
+
+    def loss(self, batch):
+        loss = torch.nn.functional.mse_loss(self.body(batch), batch)
+        return loss, {}
+
+
+@pytest.mark.skipif(not __import__("nearid.gemm").gemm.active(), reason="needs the OpenBLAS path")
+def test_conv_weights_stored_as_their_gradients_arrive_train_to_the_same_bits(monkeypatch):
+    X = np.random.default_rng(1).random((129, 4, 4, 4)).astype(np.float32)  # a last batch of one image
+    _train_moved_and_unmoved(monkeypatch, _ConvNet, X, Recipe(epochs=2, batch_size=64, lr=2e-3, weight_decay=0.01))
+
+
+def _train_moved_and_unmoved(monkeypatch, make_model, X, recipe):
+    """Train a model with and without WeightsAsGradients: the same losses and parameters to the
+    bit, and the weights back in their usual layout afterwards."""
     from nearid import gemm
 
     class Unmoved(gemm.WeightsAsGradients):
         def __init__(self, model, rows):
-            self.pairs = [(p, p) for p in model.parameters()]
+            self.steps, self.moved = list(model.parameters()), []
 
-    X = np.random.default_rng(0).random((300, 784)).astype(np.float32)  # a partial last batch
-    recipe = Recipe(epochs=2, batch_size=64, lr=2e-3, weight_decay=0.01)
     runs = []
     for moved in (True, False):
         if not moved:
             monkeypatch.setattr(gemm, "WeightsAsGradients", Unmoved)
         torch.manual_seed(0)
-        model = MLPAutoencoder(784, 8, hidden=(128, 64), decoder_slope=0.2)
+        model = make_model()
+        if moved:
+            assert gemm.WeightsAsGradients(make_model(), recipe.batch_size).moved, "nothing would move"
         res = fit(model, X, recipe, seed=1)
         runs.append((res.losses, [p.detach().clone() for p in model.parameters()]))
         assert all(p.is_contiguous() for p in model.parameters())
@@ -141,8 +173,16 @@ def test_weights_stored_as_their_gradients_arrive_train_to_the_same_bits(monkeyp
     assert all(torch.equal(a, b) for a, b in zip(params_a, params_b))
 
 
-def test_weights_as_gradients_moves_only_linear_weights_and_puts_them_back():
+def test_weights_as_gradients_moves_only_routed_weights_and_puts_them_back():
     from nearid import gemm
+
+    conv = _ConvNet()
+    layout = gemm.WeightsAsGradients(conv, rows=64)
+    assert [p.shape for p, _, _ in layout.moved] == [(64, 64, 3, 3), (256, 64, 1, 1)]
+    assert conv.body[2].weight.permute(2, 3, 1, 0).is_contiguous()
+    assert all(v.is_contiguous() for v in layout.params())
+    layout.restore()
+    assert all(p.is_contiguous() for p in conv.parameters())
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(gemm.Linear(600, 400), torch.nn.ReLU(), gemm.Linear(400, 3),
