@@ -352,9 +352,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask=None,
     scores = matmul(qf, kf.transpose(-1, -2)) * scale
     scores = scores.reshape(*lead, *scores.shape[-2:])
     if is_causal:
-        L, S = scores.shape[-2:]
-        keep = torch.ones(L, S, dtype=torch.bool).tril()
-        scores = scores.masked_fill(~keep, float("-inf"))
+        scores = scores.masked_fill(_dropped(*scores.shape[-2:], None, True), float("-inf"))
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool \
             else scores + attn_mask

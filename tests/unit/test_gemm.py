@@ -143,6 +143,17 @@ def test_attention_with_a_boolean_mask_matches_torch():
     assert _both(fn, (2, 5, 8), (2, 6, 8), (2, 6, 4)) == {"attention": 1}
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_with_an_additive_float_mask_matches_torch(causal):
+    """A float mask is added to the scores (the written-out path), the causal mask too."""
+    gen = torch.Generator().manual_seed(2)
+    mask = torch.randn(5, 5, generator=gen)
+    q, k, v = (torch.randn(2, 5, 8, generator=gen) for _ in range(3))
+    both = mask.masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf")) if causal else mask
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=both)  # torch takes one or the other
+    torch.testing.assert_close(gemm.attention(q, k, v, attn_mask=mask, is_causal=causal), expected, **TOL)
+
+
 def _attention_written_out(q, k, v, mask, causal, scale):
     """The attention as it was written before :class:`nearid.gemm._Attention`: every step recorded
     by autograd (scaling, masking and their backward each in a new array)."""
