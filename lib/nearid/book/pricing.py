@@ -39,15 +39,15 @@ SAY_ABOVE_SECONDS = 60.0  # runs estimated shorter than this start without an es
 
 
 # Wall seconds of each chapter in one fresh default quick build (two chapters side by side,
-# one torch thread each, portable kernels) of 42417ad on an idle 2-core AMD EPYC (family 25
-# model 17, Zen 4) VM, 2026-12-07: the whole build took 22:03 (benchmarks/README.md, "Eleventh
+# one torch thread each, portable kernels) of 89b7983 on an idle 2-core AMD EPYC (family 25
+# model 17, Zen 4) VM, 2026-12-07: the whole build took 19:47 (benchmarks/README.md, "Thirteenth
 # round"). Used only to start the longest chapters first when an output folder has no timings
 # of its own yet (a fresh clone), and to price a chapter that has never run here: chapter 04
 # takes longer than all chapters but 05 together, so starting it late would leave a core idle
 # for many minutes. Never a result.
 REFERENCE_SECONDS = {
-    "quick": {"01_definitions": 23, "02_isometric_dgp": 52, "03_bilipschitz": 299,
-              "04_alignment": 1039, "05_disentanglement": 894, "06_cell_microscopy": 251},
+    "quick": {"01_definitions": 18, "02_isometric_dgp": 42, "03_bilipschitz": 225,
+              "04_alignment": 949, "05_disentanglement": 837, "06_cell_microscopy": 212},
 }
 
 
