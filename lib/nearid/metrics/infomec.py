@@ -37,6 +37,9 @@ with no active latent InfoM = InfoC = 0.
 
 from __future__ import annotations
 
+import warnings
+from functools import lru_cache
+
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss, mutual_info_score
@@ -245,6 +248,30 @@ def _cross_entropy(X: np.ndarray, y: np.ndarray, max_iter: int) -> float:
     return float(log_loss(y, model.predict_proba(X), labels=model.classes_))
 
 
+@lru_cache(maxsize=64)
+def _null_fit(labels: bytes, dtype: str, max_iter: int) -> tuple[float, tuple]:
+    """H_null of the labels ``np.frombuffer(labels, dtype)`` and the warnings its fit raised.
+    It depends on the labels and the cap alone, and every code scored against the same sources
+    needs the same one (chapter 05: every model, seed and post-processing of a dataset), so it
+    is fitted once per process."""
+    y = np.frombuffer(labels, dtype=dtype)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = _cross_entropy(np.zeros((len(y), 1)), y, max_iter)
+    return value, tuple((w.message, w.category) for w in caught)
+
+
+def _null_cross_entropy(y: np.ndarray, max_iter: int) -> float:
+    """:func:`_cross_entropy` of a constant input: the same number a fresh fit gives, and the
+    same warnings (a stored fit raises its ``ConvergenceWarning`` again, so counts of
+    unconverged fits do not depend on what was scored before)."""
+    y = np.ascontiguousarray(y)
+    value, raised = _null_fit(y.tobytes(), y.dtype.str, int(max_iter))
+    for message, category in raised:
+        warnings.warn(message, category, stacklevel=2)
+    return value
+
+
 def probe_inputs(latents, discrete_latents: bool | None = None, probe: str = "converged") -> np.ndarray:
     """What InfoE's logistic regression reads: one-hot codes for integer latents; else, for the
     ``"converged"`` probe, the latents whitened onto every direction whose scale exceeds
@@ -285,7 +312,6 @@ def infoe(sources, latents, discrete_latents: bool | None = None,
     X = probe_inputs(z, discrete_latents, probe)
     if max_iter is None:
         max_iter = REFERENCE_PROBE_MAX_ITER if probe == "reference" else INFOE_MAX_ITER
-    null = np.zeros((len(s), 1))
     scores = []
     # small problems: threaded BLAS inside L-BFGS costs 10x more than it saves (measured)
     with threadpool_limits(1):
@@ -293,7 +319,7 @@ def infoe(sources, latents, discrete_latents: bool | None = None,
             y = s[:, i]
             if len(np.unique(y)) < 2:
                 continue
-            h_null = _cross_entropy(null, y, max_iter)
+            h_null = _null_cross_entropy(y, max_iter)
             ce = _cross_entropy(X, y, max_iter)
             scores.append((h_null - ce) / h_null)
     return float(np.mean(scores)) if scores else float("nan")

@@ -11,6 +11,7 @@ from sklearn.metrics import log_loss
 from sklearn.preprocessing import StandardScaler
 
 from nearid.data.procedural import sample_factors
+from nearid.metrics import infomec as infomec_module
 from nearid.metrics.infomec import (active_latents, encode_sources, infom_infoc, infoe, infomec, informative_latents,
                                     mutual_info_knn, nmi_matrix, probe_inputs)
 
@@ -203,6 +204,40 @@ def test_reference_probe_is_the_reference_codes_fit_and_sees_linear_maps(entangl
     assert infoe(F, whitened) == pytest.approx(converged, abs=2e-3)
     with pytest.raises(ValueError, match="probe"):
         infoe(F, Z, probe="newton")
+
+
+def test_null_fit_is_stored_with_its_warnings_and_gives_a_fresh_fits_bits(entangled, monkeypatch):
+    """H_null is fitted once per labels and cap: a stored one is the fresh fit's number to the
+    bit and raises the fresh fit's warnings again, so that counts of unconverged fits do not
+    depend on what was scored before."""
+    F, Z = entangled
+    y = encode_sources(F)[:, 5]  # a 40-valued arm angle
+    fit = infomec_module._cross_entropy
+    expected = fit(np.zeros((len(y), 1)), y, 100)
+    # balanced classes make the null's optimum the starting point, so its L-BFGS never warns
+    # by itself: a stand-in fit that warns checks that a stored warning is raised again
+    fits = []
+
+    def warning_fit(X, labels, max_iter):
+        fits.append(max_iter)
+        warnings.warn("stand-in: stopped at the cap", ConvergenceWarning)
+        return fit(X, labels, max_iter)
+
+    monkeypatch.setattr(infomec_module, "_cross_entropy", warning_fit)
+    infomec_module._null_fit.cache_clear()
+    for _ in range(3):  # the fit, then the stored one twice
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = infomec_module._null_cross_entropy(y, 100)
+        assert value == expected  # bit for bit
+        assert [w.category for w in caught] == [ConvergenceWarning]
+    assert fits == [100]
+    # a stored fit answers for the same labels and cap only
+    infomec_module._null_cross_entropy(y, 5000)
+    infomec_module._null_cross_entropy(y[::-1].copy(), 100)
+    infomec_module._null_cross_entropy(y.astype(np.int32), 100)
+    assert fits == [100, 5000, 100, 100]
+    infomec_module._null_fit.cache_clear()
 
 
 def test_informative_latents_picks_the_largest_nmi_column_sums():
