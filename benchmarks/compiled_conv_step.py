@@ -19,6 +19,7 @@ import time
 
 import torch
 
+from fused_mlp_step import ms_per_step  # benchmarks/ is on the path when a script runs
 from nearid.models.conv import bernoulli_recon, make_conv_model
 
 BATCH, LATENT, IMAGE, WIDTH, HIDDEN = 64, 10, 32, 16, 128  # chapter 05 at quick
@@ -56,19 +57,16 @@ def main(steps: int = 60, rounds: int = 4) -> None:
 
     rows = torch.Generator().manual_seed(1)
 
-    def ms_per_step(step, k):
-        start = time.perf_counter()
-        for _ in range(k):
-            step(X[torch.randint(0, len(X), (BATCH,), generator=rows)])
-        return (time.perf_counter() - start) / k * 1e3
+    def ms(step, k):
+        return ms_per_step(step, X, BATCH, rows, k)
 
     eager, compiled = stepper(eager_loss, eager_opt), stepper(compiled_loss, compiled_opt)
     for step in (eager, compiled):
-        ms_per_step(step, 10)  # warm-up (the compiled backward compiles here)
+        ms(step, 10)  # warm-up (the compiled backward compiles here)
     e, c = [], []
     for _ in range(rounds):
-        e.append(ms_per_step(eager, steps))
-        c.append(ms_per_step(compiled, steps))
+        e.append(ms(eager, steps))
+        c.append(ms(compiled, steps))
     em, cm = statistics.median(e), statistics.median(c)
     print(f"eager {em:.2f} ms a step, compiled {cm:.2f} ms ({cm / em:.2f}); rounds: eager "
           f"{[round(v, 2) for v in e]}, compiled {[round(v, 2) for v in c]}")

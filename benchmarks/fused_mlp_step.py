@@ -79,6 +79,14 @@ def products_only(weights: list[torch.Tensor], biases: list[torch.Tensor], x: to
             d = d.mm(weights[i])
 
 
+def ms_per_step(step, X: torch.Tensor, batch: int, rows: torch.Generator, k: int) -> float:
+    """Milliseconds a step over ``k`` steps, each on ``batch`` rows of ``X`` drawn by ``rows``."""
+    start = time.perf_counter()
+    for _ in range(k):
+        step(X[torch.randint(0, len(X), (batch,), generator=rows)])
+    return (time.perf_counter() - start) / k * 1e3
+
+
 def main(steps: int = 300, rounds: int = 6) -> None:
     torch.set_num_threads(1)
     X = torch.rand(5000, SIZES[0], generator=torch.Generator().manual_seed(0))
@@ -102,22 +110,19 @@ def main(steps: int = 300, rounds: int = 6) -> None:
 
     rows = torch.Generator().manual_seed(1)
 
-    def ms_per_step(step, k):
-        start = time.perf_counter()
-        for _ in range(k):
-            step(X[torch.randint(0, len(X), (BATCH,), generator=rows)])
-        return (time.perf_counter() - start) / k * 1e3
+    def ms(step, k):
+        return ms_per_step(step, X, BATCH, rows, k)
 
     def products(x):
         products_only(hand.weights, hand.biases, x)
 
     for step in (autograd_step, hand.step, products):
-        ms_per_step(step, 30)  # warm-up
+        ms(step, 30)  # warm-up
     usual, fused, prods = [], [], []
     for _ in range(rounds):
-        usual.append(ms_per_step(autograd_step, steps))
-        fused.append(ms_per_step(hand.step, steps))
-        prods.append(ms_per_step(products, steps))
+        usual.append(ms(autograd_step, steps))
+        fused.append(ms(hand.step, steps))
+        prods.append(ms(products, steps))
     u, f, p = (statistics.median(v) for v in (usual, fused, prods))
     print(f"usual step {u:.3f} ms, hand-fused {f:.3f} ms ({f / u:.2f}), products alone {p:.3f} ms")
     print(f"outside products: usual {u - p:.3f} ms, hand-fused {f - p:.3f} ms ({(f - p) / (u - p):.2f})")
